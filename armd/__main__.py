@@ -1,0 +1,5 @@
+"""`python -m armd` runs the command-line interface."""
+
+from armd.cli import main
+
+raise SystemExit(main())

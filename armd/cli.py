@@ -1,0 +1,51 @@
+"""The `armd` command line. The only place that configures logging and calls `sys.exit`.
+
+Every subcommand lives in `armd.commands.<module>` and registers itself with ``register``.
+Expected failures (bad files, bad arguments, unreachable devices) are one-line messages on stderr
+and a non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from types import ModuleType
+
+from armd import __version__
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+
+
+def _command_modules() -> list[ModuleType]:
+    from armd.commands import kinematics_cmd  # noqa: PLC0415
+
+    return [kinematics_cmd]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="armd", description="Robot arm controller daemon.")
+    parser.add_argument("--version", action="version", version=f"armd {__version__}")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _command_modules():
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
+    if func is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    return func(args)

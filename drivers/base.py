@@ -1,0 +1,271 @@
+"""The driver interface: one `Driver` owns one bus (a CAN channel, a serial port, the simulation)
+and serves the devices on it.
+
+Lifecycle (as in ros2_control's hardware components)::
+
+    CLOSED --open()--> OPEN --enable()--> ENABLED --disable()--> OPEN --close()--> CLOSED
+
+- OPEN: communication is up and `read()` works; `write()` is refused.
+- ENABLED: devices are powered / in closed loop and follow `write()` commands.
+- `close()` is idempotent and always safe: it disables what it can and releases the bus.
+
+Backends implement the protected hooks (`_open`, `_enable`, `_disable`, `_close`, `_read`,
+`_write`, `_clear_faults`); the public methods here check the lifecycle, so every backend behaves
+the same way. Positions and velocities are SI at the motor shaft (rad, rad/s; m, m/s for linear
+devices); device units only appear inside the protocol modules.
+
+Feedback freshness: `read()` returns, for every device that has answered at least once, its latest
+valid reading with the time it was taken (`DeviceState.timestamp`, from the driver's clock). A reply
+that is missing, late, corrupt or malformed never produces a made-up position: the device keeps its
+previous reading (and its old timestamp), the problem is counted in `DriverStats`, and the caller
+judges staleness from the timestamp.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict
+
+from drivers.errors import DriverError, DriverStateError, UnsupportedCommandError
+
+__all__ = [
+    "Clock",
+    "DeviceCommand",
+    "DeviceFault",
+    "DeviceState",
+    "Driver",
+    "DriverParams",
+    "DriverStats",
+    "Lifecycle",
+]
+
+_log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+"""A monotonic clock in seconds; injected so tests and simulations can run faster than real time."""
+
+
+class Lifecycle(enum.Enum):
+    CLOSED = "closed"
+    OPEN = "open"
+    ENABLED = "enabled"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceFault:
+    """A fault reported by a device: its protocol's code and a readable message."""
+
+    code: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceState:
+    """One device's latest valid reading.
+
+    position: rad (or m), velocity: rad/s (or m/s), at the motor shaft.
+    timestamp: the driver clock's time when the reading was received, in s.
+    fault: the device's active fault, or None.
+    enabled: whether the device reports being in closed-loop control.
+    """
+
+    position: float
+    velocity: float
+    timestamp: float
+    fault: DeviceFault | None = None
+    enabled: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCommand:
+    """A position setpoint and an optional velocity feed-forward (rad, rad/s at the motor shaft)."""
+
+    position: float
+    velocity: float = 0.0
+
+
+@dataclass(slots=True)
+class DriverStats:
+    """Counters a driver keeps; read by the daemon for health reports and tests."""
+
+    reads: int = 0
+    writes: int = 0
+    timeouts: int = 0
+    corrupt_replies: int = 0
+    missing_replies: int = 0
+    io_errors: int = 0
+    last_error: str | None = None
+    per_device_errors: dict[str, int] = field(default_factory=dict)
+
+    def count_error(self, device: str | None, kind: str, message: str) -> None:
+        """Count one communication problem of `kind` (a counter name) and remember its message."""
+        setattr(self, kind, getattr(self, kind) + 1)
+        self.last_error = message
+        if device is not None:
+            self.per_device_errors[device] = self.per_device_errors.get(device, 0) + 1
+
+
+class DriverParams(BaseModel):
+    """Base of every driver's parameter model: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Driver(abc.ABC):
+    """One bus and the devices on it. Use as ``async with driver: ...`` (open on entry, close on
+    exit) or call the lifecycle methods explicitly.
+
+    Subclasses set `Params` (a `DriverParams` model describing their configuration, including their
+    devices keyed by device name) and implement the protected hooks.
+    """
+
+    Params: ClassVar[type[DriverParams]]
+
+    def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
+        self.params = params
+        self.clock = clock
+        self.stats = DriverStats()
+        self._lifecycle = Lifecycle.CLOSED
+
+    # -- what the daemon calls ------------------------------------------------------------------
+
+    @property
+    @abc.abstractmethod
+    def device_names(self) -> tuple[str, ...]:
+        """The names of the devices this driver serves, in configuration order."""
+
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return self._lifecycle
+
+    async def open(self) -> None:
+        """Bring communication up. Raises `DriverOpenError` when the bus cannot be opened."""
+        if self._lifecycle is not Lifecycle.CLOSED:
+            return
+        await self._open()
+        self._lifecycle = Lifecycle.OPEN
+
+    async def enable(self) -> None:
+        """Put every device into closed-loop control, holding its current position.
+
+        Raises `DeviceFaultError` when a device refuses because of an active fault.
+        """
+        self._require(Lifecycle.OPEN, Lifecycle.ENABLED, action="enable")
+        if self._lifecycle is Lifecycle.ENABLED:
+            return
+        await self._enable()
+        self._lifecycle = Lifecycle.ENABLED
+
+    async def disable(self) -> None:
+        """Leave closed-loop control (devices idle / torque off). Safe to call when not enabled."""
+        if self._lifecycle is not Lifecycle.ENABLED:
+            return
+        self._lifecycle = Lifecycle.OPEN
+        await self._disable()
+
+    async def close(self) -> None:
+        """Disable (best effort) and release the bus. Idempotent; never raises `DriverError`."""
+        if self._lifecycle is Lifecycle.CLOSED:
+            return
+        try:
+            if self._lifecycle is Lifecycle.ENABLED:
+                self._lifecycle = Lifecycle.OPEN
+                await self._disable()
+        except DriverError as exc:
+            self._note_close_failure("disable", exc)
+        finally:
+            self._lifecycle = Lifecycle.CLOSED
+            try:
+                await self._close()
+            except DriverError as exc:
+                self._note_close_failure("release the bus", exc)
+
+    async def read(self) -> Mapping[str, DeviceState]:
+        """One batched transaction: the latest valid state of every device that has answered."""
+        self._require(Lifecycle.OPEN, Lifecycle.ENABLED, action="read")
+        states = await self._read()
+        self.stats.reads += 1
+        return states
+
+    async def write(self, commands: Mapping[str, DeviceCommand]) -> None:
+        """One batched transaction sending a command to each named device.
+
+        Feeds the device-side watchdogs, which is why it must be called from the control loop.
+        Raises `DriverStateError` unless enabled, or when a command names an unknown device, and
+        `UnsupportedCommandError` when a position or velocity is NaN or infinite (nothing is sent).
+        """
+        self._require(Lifecycle.ENABLED, action="write")
+        unknown = sorted(set(commands) - set(self.device_names))
+        if unknown:
+            known = self.device_names
+            raise DriverStateError(f"write: unknown device(s) {unknown}; known: {known}")
+        for name, command in commands.items():
+            if not (math.isfinite(command.position) and math.isfinite(command.velocity)):
+                raise UnsupportedCommandError(
+                    f"write: device {name!r}: position {command.position} rad, velocity "
+                    f"{command.velocity} rad/s; both must be finite"
+                )
+        await self._write(commands)
+        self.stats.writes += 1
+
+    async def clear_faults(self) -> None:
+        """Clear latched device faults (after the cause is gone). Requires OPEN, not ENABLED."""
+        self._require(Lifecycle.OPEN, action="clear faults")
+        await self._clear_faults()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _note_close_failure(self, step: str, exc: DriverError) -> None:
+        message = f"{type(self).__name__}: close: cannot {step}: {exc}"
+        self.stats.last_error = message
+        _log.warning("%s", message)
+
+    def _require(self, *allowed: Lifecycle, action: str) -> None:
+        if self._lifecycle not in allowed:
+            wanted = " or ".join(state.value for state in allowed)
+            raise DriverStateError(
+                f"{type(self).__name__}: cannot {action} while {self._lifecycle.value}; "
+                f"must be {wanted}"
+            )
+
+    # -- what a backend implements --------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def _open(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _enable(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _disable(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def _read(self) -> Mapping[str, DeviceState]: ...
+
+    @abc.abstractmethod
+    async def _write(self, commands: Mapping[str, DeviceCommand]) -> None: ...
+
+    @abc.abstractmethod
+    async def _clear_faults(self) -> None: ...
