@@ -48,4 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return func(args)
+    try:
+        return func(args)
+    except BrokenPipeError:  # `armd model show ... | head`: the reader left, not an error
+        sys.stderr.close()
+        return 0

@@ -335,7 +335,8 @@ class KinematicTree:
         return load_tree(Path(path))
 
     def save(self, path: str | Path) -> None:
-        """Write the tree as ``.kinematic.json`` (or ``.urdf``, by the file's suffix)."""
+        """Write the tree as ``.kinematic.json`` (the path must end in ``.json``; raises
+        `ModelError` otherwise, `OSError` when the file cannot be written)."""
         from kinematics.loaders import save_tree  # noqa: PLC0415
 
         save_tree(self, Path(path))
