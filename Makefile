@@ -34,6 +34,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/kinematics.py
+	$(BIN)/python bench/drivers.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -173,7 +173,8 @@ class Driver(abc.ABC):
         await self._disable()
 
     async def close(self) -> None:
-        """Disable (best effort) and release the bus. Idempotent; never raises `DriverError`."""
+        """Disable (best effort) and release the bus. Idempotent; never raises `DriverError`: a
+        backend's failure to disable or release is logged and kept in `stats.last_error`."""
         if self._lifecycle is Lifecycle.CLOSED:
             return
         try:

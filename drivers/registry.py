@@ -30,7 +30,7 @@ def load_driver_class(name: str) -> type[Driver]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise UnknownDriverError(f"driver {name!r}: cannot import {module_name}: {exc}") from exc
-    cls = getattr(module, class_name)
+    cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Driver)):
         raise UnknownDriverError(f"driver {name!r}: {target} is not a Driver subclass")
     return cls

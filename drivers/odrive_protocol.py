@@ -1,0 +1,498 @@
+"""ODrive "CAN Simple" codec: frame ids, enums, pure frame builders and parsers (no I/O).
+
+Spec followed: ODrive firmware **v0.6** CAN Simple protocol (ODrive Pro / S1 / Micro), as published
+in the ODrive documentation, "CAN Protocol" (https://docs.odriverobotics.com/v/latest/manual/
+can-protocol.html) and its machine-readable DBC file (``odrive-cansimple-0.6.x.dbc``); byte layouts
+cross-checked against the DBC-generated ``src/can_simple_messages.hpp`` of the official
+odriverobotics/ODriveArduino library. Axis error bits: ``ODrive.Error`` in the v0.6 API reference.
+
+Framing: 11-bit standard ids, ``arbitration_id = node_id << 5 | cmd_id`` (node ids 0..63), all
+payloads little-endian. Messages the ODrive sends (Heartbeat, Get_Encoder_Estimates, Get_Error,
+Get_Version) are either *cyclic* (rates set by ``<axis>.config.can.*_msg_rate_ms``; by default the
+heartbeat every 100 ms and the encoder estimates every 10 ms) or answered on request, by sending
+an RTR frame with the same id (`make_request`).
+
+Firmware 0.5.x (ODrive v3.x) shares the ids used here but not the heartbeat's upper bytes, the
+meaning of the error bits, nor Get_Error; this module decodes v0.6 only.
+
+Device units (turns, turns/s, Nm) live here and nowhere else; `drivers.odrive` converts to SI.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import struct
+from dataclasses import dataclass
+
+from drivers.errors import DriverError
+
+__all__ = [
+    "MAX_NODE_ID",
+    "AxisError",
+    "AxisState",
+    "Command",
+    "ControlMode",
+    "EncoderEstimates",
+    "ErrorStatus",
+    "Frame",
+    "Heartbeat",
+    "InputMode",
+    "InputPos",
+    "MalformedFrameError",
+    "ProcedureResult",
+    "Version",
+    "arbitration_id",
+    "describe_axis_error",
+    "make_clear_errors",
+    "make_encoder_estimates",
+    "make_error_status",
+    "make_estop",
+    "make_heartbeat",
+    "make_request",
+    "make_set_axis_state",
+    "make_set_controller_mode",
+    "make_set_input_pos",
+    "make_version",
+    "parse_clear_errors",
+    "parse_encoder_estimates",
+    "parse_error_status",
+    "parse_heartbeat",
+    "parse_set_axis_state",
+    "parse_set_controller_mode",
+    "parse_set_input_pos",
+    "parse_version",
+    "split_id",
+]
+
+MAX_NODE_ID = 0x3F
+DEFAULT_VEL_FF_SCALE = 0.001  # turns/s per LSB of Set_Input_Pos.Vel_FF
+DEFAULT_TORQUE_FF_SCALE = 0.001  # Nm per LSB of Set_Input_Pos.Torque_FF
+_INT16_MIN, _INT16_MAX = -(2**15), 2**15 - 1
+
+
+class Command(enum.IntEnum):
+    """CAN Simple command ids (the low 5 bits of the arbitration id), firmware v0.6."""
+
+    GET_VERSION = 0x00
+    HEARTBEAT = 0x01
+    ESTOP = 0x02
+    GET_ERROR = 0x03
+    RX_SDO = 0x04
+    TX_SDO = 0x05
+    ADDRESS = 0x06
+    SET_AXIS_STATE = 0x07
+    GET_ENCODER_ESTIMATES = 0x09
+    SET_CONTROLLER_MODE = 0x0B
+    SET_INPUT_POS = 0x0C
+    SET_INPUT_VEL = 0x0D
+    SET_INPUT_TORQUE = 0x0E
+    SET_LIMITS = 0x0F
+    SET_TRAJ_VEL_LIMIT = 0x11
+    SET_TRAJ_ACCEL_LIMITS = 0x12
+    SET_TRAJ_INERTIA = 0x13
+    GET_IQ = 0x14
+    GET_TEMPERATURE = 0x15
+    REBOOT = 0x16
+    GET_BUS_VOLTAGE_CURRENT = 0x17
+    CLEAR_ERRORS = 0x18
+    SET_ABSOLUTE_POSITION = 0x19
+    SET_POS_GAIN = 0x1A
+    SET_VEL_GAINS = 0x1B
+    GET_TORQUES = 0x1C
+    GET_POWERS = 0x1D
+    ENTER_DFU_MODE = 0x1F
+
+
+class AxisState(enum.IntEnum):
+    UNDEFINED = 0
+    IDLE = 1
+    STARTUP_SEQUENCE = 2
+    FULL_CALIBRATION_SEQUENCE = 3
+    MOTOR_CALIBRATION = 4
+    ENCODER_INDEX_SEARCH = 6
+    ENCODER_OFFSET_CALIBRATION = 7
+    CLOSED_LOOP_CONTROL = 8
+    LOCKIN_SPIN = 9
+    ENCODER_DIR_FIND = 10
+    HOMING = 11
+    ENCODER_HALL_POLARITY_CALIBRATION = 12
+    ENCODER_HALL_PHASE_CALIBRATION = 13
+    ANTICOGGING_CALIBRATION = 14
+
+
+class ControlMode(enum.IntEnum):
+    VOLTAGE_CONTROL = 0
+    TORQUE_CONTROL = 1
+    VELOCITY_CONTROL = 2
+    POSITION_CONTROL = 3
+
+
+class InputMode(enum.IntEnum):
+    INACTIVE = 0
+    PASSTHROUGH = 1
+    VEL_RAMP = 2
+    POS_FILTER = 3
+    MIX_CHANNELS = 4
+    TRAP_TRAJ = 5
+    TORQUE_RAMP = 6
+    MIRROR = 7
+    TUNING = 8
+
+
+class ProcedureResult(enum.IntEnum):
+    SUCCESS = 0
+    BUSY = 1
+    CANCELLED = 2
+    DISARMED = 3
+    NO_RESPONSE = 4
+    POLE_PAIR_CPR_MISMATCH = 5
+    PHASE_RESISTANCE_OUT_OF_RANGE = 6
+    PHASE_INDUCTANCE_OUT_OF_RANGE = 7
+    UNBALANCED_PHASES = 8
+    INVALID_MOTOR_TYPE = 9
+    ILLEGAL_HALL_STATE = 10
+    TIMEOUT = 11
+    HOMING_WITHOUT_ENDSTOP = 12
+    INVALID_STATE = 13
+    NOT_CALIBRATED = 14
+    NOT_CONVERGING = 15
+
+
+class AxisError(enum.IntFlag):
+    """Bits of ``ODrive.Error`` (heartbeat Axis_Error, Get_Error Active_Errors/Disarm_Reason)."""
+
+    INITIALIZING = 0x1
+    SYSTEM_LEVEL = 0x2
+    TIMING_ERROR = 0x4
+    MISSING_ESTIMATE = 0x8
+    BAD_CONFIG = 0x10
+    DRV_FAULT = 0x20
+    MISSING_INPUT = 0x40
+    DC_BUS_OVER_VOLTAGE = 0x100
+    DC_BUS_UNDER_VOLTAGE = 0x200
+    DC_BUS_OVER_CURRENT = 0x400
+    DC_BUS_OVER_REGEN_CURRENT = 0x800
+    CURRENT_LIMIT_VIOLATION = 0x1000
+    MOTOR_OVER_TEMP = 0x2000
+    INVERTER_OVER_TEMP = 0x4000
+    VELOCITY_LIMIT_VIOLATION = 0x8000
+    POSITION_LIMIT_VIOLATION = 0x10000
+    WATCHDOG_TIMER_EXPIRED = 0x1000000
+    ESTOP_REQUESTED = 0x2000000
+    SPINOUT_DETECTED = 0x4000000
+    BRAKE_RESISTOR_DISARMED = 0x8000000
+    THERMISTOR_DISCONNECTED = 0x10000000
+    CALIBRATION_ERROR = 0x40000000
+
+
+_AXIS_ERROR_TEXT: dict[AxisError, str] = {
+    AxisError.INITIALIZING: "the system is initializing or reconfiguring",
+    AxisError.SYSTEM_LEVEL: "unexpected system error (firmware fault)",
+    AxisError.TIMING_ERROR: "an internal hard timing requirement was violated",
+    AxisError.MISSING_ESTIMATE: "the position/velocity/phase estimate was invalid",
+    AxisError.BAD_CONFIG: "the ODrive configuration is invalid or incomplete",
+    AxisError.DRV_FAULT: "the gate driver chip reported an error",
+    AxisError.MISSING_INPUT: "no value was provided for the active input",
+    AxisError.DC_BUS_OVER_VOLTAGE: "DC bus voltage above the configured limit",
+    AxisError.DC_BUS_UNDER_VOLTAGE: "DC bus voltage below the configured limit",
+    AxisError.DC_BUS_OVER_CURRENT: "too much current drawn from the DC bus",
+    AxisError.DC_BUS_OVER_REGEN_CURRENT: "too much current pushed back into the DC bus",
+    AxisError.CURRENT_LIMIT_VIOLATION: "the motor current exceeded its hard limit",
+    AxisError.MOTOR_OVER_TEMP: "the motor thermistor is above its upper limit",
+    AxisError.INVERTER_OVER_TEMP: "the inverter thermistor is above its upper limit",
+    AxisError.VELOCITY_LIMIT_VIOLATION: "the velocity exceeded the velocity limit",
+    AxisError.POSITION_LIMIT_VIOLATION: "the position exceeded the position limits",
+    AxisError.WATCHDOG_TIMER_EXPIRED: "the axis watchdog expired (setpoints stopped arriving)",
+    AxisError.ESTOP_REQUESTED: "an emergency stop was requested",
+    AxisError.SPINOUT_DETECTED: "spinout detected (encoder slip or wrong calibration)",
+    AxisError.BRAKE_RESISTOR_DISARMED: "the brake resistor was disarmed",
+    AxisError.THERMISTOR_DISCONNECTED: "a thermistor is enabled but disconnected",
+    AxisError.CALIBRATION_ERROR: "a calibration procedure failed",
+}
+
+
+def describe_axis_error(code: int) -> str:
+    """A readable message for an axis error bit set, e.g. ``"DRV_FAULT (the gate driver...)"``.
+
+    Unknown bits are listed in hex so nothing the device reports is hidden.
+    """
+    if code == 0:
+        return "no error"
+    parts: list[str] = []
+    known = 0
+    for bit, text in _AXIS_ERROR_TEXT.items():
+        if code & bit:
+            parts.append(f"{bit.name} ({text})")
+            known |= bit
+    if code & ~known:
+        parts.append(f"unknown error bits 0x{code & ~known:08X}")
+    return "; ".join(parts)
+
+
+class MalformedFrameError(DriverError):
+    """A received frame does not match the layout of its command (length or value)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One classic CAN frame with an 11-bit id. An RTR request has no data and a `remote_dlc`."""
+
+    arbitration_id: int
+    data: bytes = b""
+    remote_dlc: int | None = None
+
+    @property
+    def is_remote(self) -> bool:
+        return self.remote_dlc is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    """Heartbeat (0x001): axis error bits (active_errors | disarm_reason), state, last result.
+
+    `axis_state` and `procedure_result` are raw ints, because newer firmware may add values.
+    """
+
+    axis_error: int
+    axis_state: int
+    procedure_result: int
+    trajectory_done: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderEstimates:
+    """Get_Encoder_Estimates (0x009): position in turns, velocity in turns/s."""
+
+    position_turns: float
+    velocity_turns_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorStatus:
+    """Get_Error (0x003): the currently active errors and the error that last disarmed the axis."""
+
+    active_errors: int
+    disarm_reason: int
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """Get_Version (0x000): protocol, hardware and firmware versions."""
+
+    protocol: int
+    hw_major: int
+    hw_minor: int
+    hw_variant: int
+    fw_major: int
+    fw_minor: int
+    fw_revision: int
+    fw_unreleased: int
+
+
+@dataclass(frozen=True, slots=True)
+class InputPos:
+    """Set_Input_Pos (0x00C): position in turns, feed-forwards in turns/s and Nm."""
+
+    position_turns: float
+    vel_ff_turns_s: float
+    torque_ff_nm: float
+
+
+# -- ids --------------------------------------------------------------------------------------
+
+
+def arbitration_id(node_id: int, command: Command) -> int:
+    """``node_id << 5 | cmd_id``. Raises ValueError for a node id outside 0..63."""
+    if not 0 <= node_id <= MAX_NODE_ID:
+        raise ValueError(f"ODrive node id {node_id} outside [0, {MAX_NODE_ID}]")
+    return node_id << 5 | int(command)
+
+
+def split_id(arbitration_id: int) -> tuple[int, int]:
+    """(node_id, cmd_id) of an 11-bit arbitration id."""
+    return (arbitration_id >> 5) & MAX_NODE_ID, arbitration_id & 0x1F
+
+
+# -- builders (master → ODrive) ---------------------------------------------------------------
+
+
+def _scaled_int16(value: float, scale: float) -> int:
+    """Round to the nearest step and saturate to int16 (a feed-forward may saturate safely)."""
+    return max(_INT16_MIN, min(_INT16_MAX, round(value / scale)))
+
+
+def _require_finite(name: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+
+
+def make_set_input_pos(
+    node_id: int,
+    position_turns: float,
+    vel_ff_turns_s: float = 0.0,
+    torque_ff_nm: float = 0.0,
+    *,
+    vel_ff_scale: float = DEFAULT_VEL_FF_SCALE,
+    torque_ff_scale: float = DEFAULT_TORQUE_FF_SCALE,
+) -> Frame:
+    """Set_Input_Pos: float32 position (turns), int16 vel_ff and int16 torque_ff in scaled units.
+
+    The feed-forwards are rounded to their scale (default 0.001 turns/s and 0.001 Nm per LSB; the
+    ODrive's CAN scales must match) and saturate at the int16 range, which is safe for a
+    feed-forward. Raises ValueError for a non-finite input.
+    """
+    _require_finite("position_turns", position_turns)
+    _require_finite("vel_ff_turns_s", vel_ff_turns_s)
+    _require_finite("torque_ff_nm", torque_ff_nm)
+    data = struct.pack(
+        "<fhh",
+        position_turns,
+        _scaled_int16(vel_ff_turns_s, vel_ff_scale),
+        _scaled_int16(torque_ff_nm, torque_ff_scale),
+    )
+    return Frame(arbitration_id(node_id, Command.SET_INPUT_POS), data)
+
+
+def make_set_axis_state(node_id: int, state: AxisState) -> Frame:
+    """Set_Axis_State: uint32 requested state (4 bytes, as in the ODrive python-can guide)."""
+    return Frame(arbitration_id(node_id, Command.SET_AXIS_STATE), struct.pack("<I", state))
+
+
+def make_set_controller_mode(node_id: int, control: ControlMode, input_mode: InputMode) -> Frame:
+    """Set_Controller_Mode: uint32 control mode, uint32 input mode."""
+    data = struct.pack("<II", control, input_mode)
+    return Frame(arbitration_id(node_id, Command.SET_CONTROLLER_MODE), data)
+
+
+def make_clear_errors(node_id: int, *, identify: bool = False) -> Frame:
+    """Clear_Errors: one byte, nonzero to also blink the LED (identify)."""
+    return Frame(arbitration_id(node_id, Command.CLEAR_ERRORS), bytes([int(identify)]))
+
+
+def make_estop(node_id: int) -> Frame:
+    """Estop: no payload; the axis disarms with ESTOP_REQUESTED."""
+    return Frame(arbitration_id(node_id, Command.ESTOP))
+
+
+_REPLY_LENGTH = {
+    Command.GET_VERSION: 8,
+    Command.HEARTBEAT: 8,
+    Command.GET_ERROR: 8,
+    Command.GET_ENCODER_ESTIMATES: 8,
+}
+
+
+def make_request(node_id: int, command: Command) -> Frame:
+    """An RTR frame asking the ODrive to send `command` now (DLC = the reply's length)."""
+    if command not in _REPLY_LENGTH:
+        raise ValueError(f"{command.name} cannot be requested by RTR here")
+    return Frame(arbitration_id(node_id, command), remote_dlc=_REPLY_LENGTH[command])
+
+
+# -- builders (ODrive → master; used by the simulated ODrive) ---------------------------------
+
+
+def make_heartbeat(node_id: int, beat: Heartbeat) -> Frame:
+    data = struct.pack(
+        "<IBBBx", beat.axis_error, beat.axis_state, beat.procedure_result, beat.trajectory_done
+    )
+    return Frame(arbitration_id(node_id, Command.HEARTBEAT), data)
+
+
+def make_encoder_estimates(node_id: int, estimates: EncoderEstimates) -> Frame:
+    data = struct.pack("<ff", estimates.position_turns, estimates.velocity_turns_s)
+    return Frame(arbitration_id(node_id, Command.GET_ENCODER_ESTIMATES), data)
+
+
+def make_error_status(node_id: int, status: ErrorStatus) -> Frame:
+    data = struct.pack("<II", status.active_errors, status.disarm_reason)
+    return Frame(arbitration_id(node_id, Command.GET_ERROR), data)
+
+
+def make_version(node_id: int, version: Version) -> Frame:
+    v = version
+    data = bytes(
+        [
+            v.protocol,
+            v.hw_major,
+            v.hw_minor,
+            v.hw_variant,
+            v.fw_major,
+            v.fw_minor,
+            v.fw_revision,
+            v.fw_unreleased,
+        ]
+    )
+    return Frame(arbitration_id(node_id, Command.GET_VERSION), data)
+
+
+# -- parsers ----------------------------------------------------------------------------------
+
+
+def _check_length(command: Command, data: bytes, minimum: int, maximum: int = 8) -> None:
+    if not minimum <= len(data) <= maximum:
+        expected = f"{minimum}" if minimum == maximum else f"{minimum}..{maximum}"
+        raise MalformedFrameError(
+            f"{command.name}: {len(data)} data bytes, expected {expected}: {data.hex(' ')}"
+        )
+
+
+def parse_heartbeat(data: bytes) -> Heartbeat:
+    """Raises MalformedFrameError unless `data` is 8 bytes."""
+    _check_length(Command.HEARTBEAT, data, 8)
+    error, state, result, flags = struct.unpack_from("<IBBB", data)
+    return Heartbeat(error, state, result, bool(flags & 0x01))
+
+
+def parse_encoder_estimates(data: bytes) -> EncoderEstimates:
+    """Raises MalformedFrameError unless `data` is 8 bytes holding two finite floats."""
+    _check_length(Command.GET_ENCODER_ESTIMATES, data, 8)
+    position, velocity = struct.unpack("<ff", data)
+    if not (math.isfinite(position) and math.isfinite(velocity)):
+        raise MalformedFrameError(
+            f"GET_ENCODER_ESTIMATES: non-finite value (pos {position}, vel {velocity})"
+        )
+    return EncoderEstimates(position, velocity)
+
+
+def parse_error_status(data: bytes) -> ErrorStatus:
+    _check_length(Command.GET_ERROR, data, 8)
+    active, disarm = struct.unpack("<II", data)
+    return ErrorStatus(active, disarm)
+
+
+def parse_version(data: bytes) -> Version:
+    _check_length(Command.GET_VERSION, data, 8)
+    return Version(*data)
+
+
+def parse_set_input_pos(
+    data: bytes,
+    *,
+    vel_ff_scale: float = DEFAULT_VEL_FF_SCALE,
+    torque_ff_scale: float = DEFAULT_TORQUE_FF_SCALE,
+) -> InputPos:
+    """Raises MalformedFrameError unless `data` is 8 bytes with a finite position."""
+    _check_length(Command.SET_INPUT_POS, data, 8)
+    position, vel_ff, torque_ff = struct.unpack("<fhh", data)
+    if not math.isfinite(position):
+        raise MalformedFrameError(f"SET_INPUT_POS: non-finite position {position}")
+    return InputPos(position, vel_ff * vel_ff_scale, torque_ff * torque_ff_scale)
+
+
+def parse_set_axis_state(data: bytes) -> int:
+    _check_length(Command.SET_AXIS_STATE, data, 4)
+    return int(struct.unpack_from("<I", data)[0])
+
+
+def parse_set_controller_mode(data: bytes) -> tuple[int, int]:
+    _check_length(Command.SET_CONTROLLER_MODE, data, 8)
+    control, input_mode = struct.unpack("<II", data)
+    return int(control), int(input_mode)
+
+
+def parse_clear_errors(data: bytes) -> bool:
+    """The identify flag; an empty payload (older masters) means no identify."""
+    _check_length(Command.CLEAR_ERRORS, data, 0)
+    return bool(data and data[0])

@@ -1,0 +1,361 @@
+"""The `sim` driver: simulated devices in-process, configured and behaving like a real bus, so that
+the daemon (and its demo) runs on it exactly as on hardware.
+
+Each device is a `SimulatedMotor` (see `drivers.sim_motor` for the physics) behind a simulated link
+with injectable `LinkFaults`. Tests and fault-injection scenarios reach them through
+`SimDriver.motor(name)` and `SimDriver.link(name)`::
+
+    clock = ManualClock()
+    driver = SimDriver(SimDriver.Params(devices={"shoulder": {}, "elbow": {"watchdog_s": 0.05}}),
+                       clock=clock)
+    async with driver:
+        await driver.enable()
+        driver.motor("elbow").faults.fault_code = SimFault.OVERTEMPERATURE
+        driver.link("shoulder").drop_probability = 0.5
+
+How the simulated devices behave, as real drives do:
+
+- Faults: a device reports its latched fault as a `DeviceFault` whose code is a `SimFault` bit set
+  (an injected `MotorFaults.fault_code`, plus `SimFault.WATCHDOG_EXPIRED`) and whose message names
+  the bits. A faulted device leaves closed loop; `enable()` is refused with `DeviceFaultError` until
+  `clear_faults()`.
+- Watchdog: an enabled device that receives no command for more than its `watchdog_s` faults with
+  `SimFault.WATCHDOG_EXPIRED` and stops. Only `write()` feeds it.
+- Replies: `read()` never blocks. Like a driver that collects replies in the background, it returns
+  for each device the newest reply received by the time it is called, timestamped with its receive
+  time (request time + `LinkFaults.delay_s`). A dropped reply is counted in
+  `DriverStats.missing_replies`; one that would arrive more than `reply_timeout_s` after its request
+  is discarded as stale and counted in `DriverStats.timeouts`. Either way the device keeps its
+  previous state and timestamp.
+- Disconnection: while any device is disconnected, `open()` raises `DriverOpenError`, and `read()`,
+  `write()`, `enable()`, `disable()` and `clear_faults()` raise `DriverIOError`. Like a serial port
+  that vanished, the driver then stays failed until it is closed and reopened with the link back.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import ClassVar, Self
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from drivers.base import Clock, DeviceCommand, DeviceFault, DeviceState, Driver, DriverParams
+from drivers.errors import (
+    DeviceFaultError,
+    DriverConfigError,
+    DriverIOError,
+    DriverOpenError,
+)
+from drivers.sim_motor import LinkFaults, MotorParams, SimulatedMotor
+
+__all__ = [
+    "ManualClock",
+    "SimDeviceParams",
+    "SimDriver",
+    "SimDriverParams",
+    "SimFault",
+    "fault_message",
+]
+
+
+class SimFault(enum.IntFlag):
+    """The simulated devices' fault bits (`DeviceFault.code` is their union)."""
+
+    OVERCURRENT = 0x01
+    OVERVOLTAGE = 0x02
+    UNDERVOLTAGE = 0x04
+    OVERTEMPERATURE = 0x08
+    ENCODER = 0x10
+    WATCHDOG_EXPIRED = 0x20
+
+
+_FAULT_MESSAGES: dict[SimFault, str] = {
+    SimFault.OVERCURRENT: "overcurrent",
+    SimFault.OVERVOLTAGE: "overvoltage",
+    SimFault.UNDERVOLTAGE: "undervoltage",
+    SimFault.OVERTEMPERATURE: "overtemperature",
+    SimFault.ENCODER: "encoder error",
+    SimFault.WATCHDOG_EXPIRED: "watchdog expired",
+}
+_KNOWN_FAULT_BITS = sum(int(bit) for bit in _FAULT_MESSAGES)
+
+
+def fault_message(code: int) -> str:
+    """A readable message for a `SimFault` bit set, naming unknown bits in hex."""
+    names = [message for bit, message in _FAULT_MESSAGES.items() if code & bit]
+    unknown = code & ~_KNOWN_FAULT_BITS
+    if unknown:
+        names.append(f"unknown fault bits {unknown:#x}")
+    return f"{', '.join(names)} (code {code:#x})"
+
+
+class SimDeviceParams(BaseModel):
+    """One simulated device, in SI units at the shaft (rad, rad/s, rad/s²; m for linear axes)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_velocity: float = Field(6.0, gt=0.0, allow_inf_nan=False, description="rad/s")
+    max_acceleration: float = Field(60.0, gt=0.0, allow_inf_nan=False, description="rad/s²")
+    position_gain: float = Field(60.0, gt=0.0, allow_inf_nan=False, description="1/s")
+    velocity_gain: float = Field(
+        240.0, gt=0.0, allow_inf_nan=False, description="1/s; 4 × position_gain: critically damped"
+    )
+    counts_per_rev: int = Field(16384, ge=1, description="encoder counts per 2π")
+    noise_std: float = Field(0.0, ge=0.0, allow_inf_nan=False, description="encoder noise, rad")
+    initial_position: float = Field(0.0, allow_inf_nan=False, description="rad")
+    watchdog_s: float = Field(0.1, ge=0.0, allow_inf_nan=False, description="s; 0 disables")
+    seed: int = Field(0, ge=0, description="seeds the encoder noise and the link faults")
+
+    @model_validator(mode="after")
+    def _velocity_loop_faster_than_position_loop(self) -> Self:
+        if self.velocity_gain <= self.position_gain:
+            raise ValueError(
+                f"velocity_gain {self.velocity_gain} 1/s must be > position_gain "
+                f"{self.position_gain} 1/s (4 × position_gain is critically damped)"
+            )
+        return self
+
+    def motor_params(self) -> MotorParams:
+        """The `MotorParams` of this device's simulated motor."""
+        return MotorParams(
+            max_velocity=self.max_velocity,
+            max_acceleration=self.max_acceleration,
+            position_gain=self.position_gain,
+            velocity_gain=self.velocity_gain,
+            counts_per_rev=self.counts_per_rev,
+            noise_std=self.noise_std,
+            initial_position=self.initial_position,
+            watchdog_s=self.watchdog_s,
+        )
+
+
+class SimDriverParams(DriverParams):
+    """The `sim` driver's configuration: its devices by name, in order, and the reply deadline."""
+
+    devices: dict[str, SimDeviceParams] = Field(min_length=1)
+    reply_timeout_s: float = Field(
+        0.01, gt=0.0, allow_inf_nan=False, description="replies older than this are discarded, s"
+    )
+
+    @field_validator("devices")
+    @classmethod
+    def _names_are_not_blank(
+        cls, devices: dict[str, SimDeviceParams]
+    ) -> dict[str, SimDeviceParams]:
+        blank = [name for name in devices if not name.strip()]
+        if blank:
+            raise ValueError(f"device names must not be blank; got {blank}")
+        return devices
+
+
+@dataclass
+class ManualClock:
+    """A monotonic clock for simulations and tests: reads `now` (s) and moves only when told."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, dt_s: float) -> None:
+        """Move the clock forward by `dt_s` seconds. Raises `DriverConfigError` if negative."""
+        if not (math.isfinite(dt_s) and dt_s >= 0.0):
+            raise DriverConfigError(f"ManualClock.advance: dt_s {dt_s} s must be finite and >= 0")
+        self.now += dt_s
+
+
+@dataclass(frozen=True, slots=True)
+class _Reply:
+    arrival: float
+    state: DeviceState
+
+
+@dataclass
+class _SimDevice:
+    motor: SimulatedMotor
+    link: LinkFaults
+    rng: np.random.Generator
+    in_flight: list[_Reply] = field(default_factory=list)
+
+
+class SimDriver(Driver):
+    """Simulated devices in-process, behind the same lifecycle and fault reporting as a real bus.
+
+    The devices (motors and links) live as long as the driver: closing and reopening it reconnects
+    to the same motors, wherever they are. Their physics runs on the driver's injected clock.
+    """
+
+    Params: ClassVar[type[SimDriverParams]] = SimDriverParams
+    params: SimDriverParams
+
+    def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
+        """Build the simulated devices from `params` (a `SimDriver.Params`); `clock` runs their
+        physics and stamps their replies. Raises `DriverConfigError` for other parameter types."""
+        if not isinstance(params, SimDriverParams):
+            raise DriverConfigError(
+                f"SimDriver needs SimDriver.Params, got {type(params).__name__}"
+            )
+        super().__init__(params, clock=clock)
+        self.params = params
+        self._devices = {
+            name: _SimDevice(
+                motor=SimulatedMotor(device.motor_params(), self.clock, seed=device.seed),
+                link=LinkFaults(),
+                # A stream apart from the motor's noise, so link faults don't shift the noise.
+                rng=np.random.default_rng((device.seed, 1)),
+            )
+            for name, device in params.devices.items()
+        }
+        self._states: dict[str, DeviceState] = {}
+        self._lost: tuple[str, ...] = ()
+
+    @property
+    def device_names(self) -> tuple[str, ...]:
+        return tuple(self._devices)
+
+    def motor(self, name: str) -> SimulatedMotor:
+        """Device `name`'s simulated motor, to inject `MotorFaults` or inspect the true shaft state.
+
+        Raises `DriverConfigError` for an unknown device.
+        """
+        return self._device(name).motor
+
+    def link(self, name: str) -> LinkFaults:
+        """Device `name`'s link faults, to set (drops, delay, disconnection).
+
+        Raises `DriverConfigError` for an unknown device.
+        """
+        return self._device(name).link
+
+    # -- lifecycle hooks --------------------------------------------------------------------------
+
+    async def _open(self) -> None:
+        gone = self._disconnected()
+        if gone:
+            raise DriverOpenError(f"sim: cannot open: device(s) {list(gone)} disconnected")
+        self._lost = ()
+        self._states = {}
+        for device in self._devices.values():
+            device.in_flight.clear()
+
+    async def _enable(self) -> None:
+        self._check_link("enable")
+        faults = {name: self._fault(device.motor) for name, device in self._devices.items()}
+        active = {name: fault for name, fault in faults.items() if fault is not None}
+        if active:
+            listed = "; ".join(
+                f"device {name!r}: {fault.message}" for name, fault in active.items()
+            )
+            raise DeviceFaultError(f"sim: cannot enable: {listed}; clear faults first")
+        for device in self._devices.values():
+            device.motor.enable()
+
+    async def _disable(self) -> None:
+        # Best effort: reachable devices are disabled; after a lost link none is, and the devices'
+        # watchdogs stop them, as they would real ones.
+        gone = self._disconnected()
+        if not self._lost:
+            for name, device in self._devices.items():
+                if name not in gone:
+                    device.motor.disable()
+        self._check_link("disable")
+
+    async def _close(self) -> None:
+        self._states = {}
+        for device in self._devices.values():
+            device.in_flight.clear()
+
+    async def _clear_faults(self) -> None:
+        self._check_link("clear faults")
+        for device in self._devices.values():
+            device.motor.clear_faults()
+
+    # -- cyclic I/O -------------------------------------------------------------------------------
+
+    async def _read(self) -> Mapping[str, DeviceState]:
+        self._check_link("read")
+        now = self.clock()
+        for name, device in self._devices.items():
+            self._request(name, device, now)
+            arrived = [reply for reply in device.in_flight if reply.arrival <= now]
+            if arrived:
+                device.in_flight = [reply for reply in device.in_flight if reply.arrival > now]
+                self._states[name] = max(arrived, key=lambda reply: reply.arrival).state
+        return {name: self._states[name] for name in self._devices if name in self._states}
+
+    async def _write(self, commands: Mapping[str, DeviceCommand]) -> None:
+        self._check_link("write")
+        for name, command in commands.items():
+            self._devices[name].motor.command(command.position, command.velocity)
+
+    def _request(self, name: str, device: _SimDevice, now: float) -> None:
+        """Send one state request to `device` at time `now`; its reply joins `in_flight`, or is
+        counted as lost."""
+        link = device.link
+        if link.drop_probability > 0.0 and device.rng.random() < link.drop_probability:
+            self.stats.count_error(name, "missing_replies", f"sim: device {name!r}: reply dropped")
+            return
+        timeout_s = self.params.reply_timeout_s
+        if link.delay_s > timeout_s:
+            self.stats.count_error(
+                name,
+                "timeouts",
+                f"sim: device {name!r}: reply delayed {link.delay_s} s, beyond the "
+                f"reply_timeout_s of {timeout_s} s",
+            )
+            return
+        sample = device.motor.sample()
+        arrival = now + link.delay_s
+        state = DeviceState(
+            position=sample.position,
+            velocity=sample.velocity,
+            timestamp=arrival,
+            fault=self._fault(device.motor),
+            enabled=device.motor.enabled,
+        )
+        device.in_flight.append(_Reply(arrival, state))
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _device(self, name: str) -> _SimDevice:
+        try:
+            return self._devices[name]
+        except KeyError:
+            raise DriverConfigError(
+                f"sim: unknown device {name!r}; known: {list(self._devices)}"
+            ) from None
+
+    def _fault(self, motor: SimulatedMotor) -> DeviceFault | None:
+        motor.advance()
+        code = motor.faults.fault_code
+        if motor.watchdog_expired:
+            code |= SimFault.WATCHDOG_EXPIRED
+        if code == 0:
+            return None
+        message = fault_message(code)
+        if motor.watchdog_expired:
+            message += f"; no command for more than watchdog_s = {motor.params.watchdog_s} s"
+        return DeviceFault(code=int(code), message=message)
+
+    def _disconnected(self) -> tuple[str, ...]:
+        return tuple(name for name, device in self._devices.items() if device.link.disconnected)
+
+    def _check_link(self, action: str) -> None:
+        """Raise `DriverIOError` if a device is (or was, since the driver opened) disconnected."""
+        if self._lost:
+            raise DriverIOError(
+                f"sim: cannot {action}: link to device(s) {list(self._lost)} was lost; "
+                "close and reopen the driver"
+            )
+        gone = self._disconnected()
+        if gone:
+            self._lost = gone
+            message = f"sim: cannot {action}: device(s) {list(gone)} disconnected"
+            for name in gone:
+                self.stats.count_error(name, "io_errors", message)
+            raise DriverIOError(message)

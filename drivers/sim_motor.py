@@ -1,0 +1,332 @@
+"""A simulated position-controlled motor, shared by every simulated device (the in-process `sim`
+driver, the simulated ODrive on a CAN bus, the simulated Dynamixel chain on a pty).
+
+The model is the cascade a real servo drive runs, on a fixed control tick (`step_s`, 2 kHz by
+default), so the result depends only on the injected clock, the commands and the seed:
+
+- Position loop (outer): velocity setpoint ``v_sp = velocity_ff + f(target - position)``, clamped to
+  ±`max_velocity`. ``f`` is proportional (`position_gain`) near the target and follows the braking
+  curve ``sqrt(2 · a_brake · |error|)`` farther out, so a large step decelerates within the
+  acceleration limit instead of overshooting (the "square-root controller" of trajectory-less
+  drives). ``a_brake`` leaves the velocity loop headroom: see `MotorParams.braking_deceleration`.
+- Velocity loop (inner): a first-order lag of bandwidth `velocity_gain` toward ``v_sp``, its
+  acceleration clamped to ±`max_acceleration`. Near the target the two loops form a PD controller
+  with velocity feed-forward, ``a = Kv·Kp·(target - position) + Kv·(velocity_ff - velocity)``, which
+  is critically damped when ``Kv = 4·Kp`` (the defaults): a step settles without overshoot and
+  without a limit cycle.
+- Torque off (disabled, or a latched fault): the shaft decelerates at `max_acceleration` to rest
+  (brake and friction). A stuck shaft does not move at all.
+
+The velocity never exceeds `max_velocity` and changes by at most ``max_acceleration · step_s`` per
+tick, whatever is commanded. Encoder readings are quantised to `counts_per_rev` and carry optional
+Gaussian noise.
+
+Faults are injected through the public fields of `MotorFaults` (device side) and `LinkFaults`
+(transport side, used by the devices' wire layers). They take effect at the first control tick after
+the motor's latest `advance()`; call `advance()` before injecting to make one start exactly now.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from drivers.base import Clock
+from drivers.errors import DriverConfigError
+
+__all__ = ["LinkFaults", "MotorFaults", "MotorParams", "MotorSample", "SimulatedMotor"]
+
+# Tolerance when converting clock time to a whole number of ticks, so that a clock reading of
+# exactly k·step_s (up to rounding) counts as tick k.
+_TICK_EPSILON = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class MotorParams:
+    """Physical and control parameters of a simulated motor (SI at the shaft: rad, rad/s, rad/s²,
+    or m, m/s, m/s² for a linear axis).
+
+    max_velocity: velocity limit, > 0.
+    max_acceleration: acceleration limit, > 0.
+    position_gain: Kp of the position loop, 1/s, > 0.
+    velocity_gain: bandwidth Kv of the velocity loop, 1/s, > position_gain; 4 × position_gain is
+        critically damped, less is underdamped (it overshoots: useful to exercise following-error
+        checks).
+    counts_per_rev: encoder resolution in counts per 2π of travel, ≥ 1.
+    noise_std: standard deviation of the encoder's Gaussian noise, rad, ≥ 0.
+    initial_position: the shaft's position at construction, rad.
+    step_s: the drive's control tick, s, > 0.
+    watchdog_s: when > 0, an enabled motor that receives no `command()` for this long drops torque
+        and latches `watchdog_expired`; 0 disables the watchdog.
+    """
+
+    max_velocity: float = 6.0
+    max_acceleration: float = 60.0
+    position_gain: float = 60.0
+    velocity_gain: float = 240.0
+    counts_per_rev: int = 16384
+    noise_std: float = 0.0
+    initial_position: float = 0.0
+    step_s: float = 0.0005
+    watchdog_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        positive = {
+            "max_velocity": self.max_velocity,
+            "max_acceleration": self.max_acceleration,
+            "position_gain": self.position_gain,
+            "step_s": self.step_s,
+        }
+        for name, value in positive.items():
+            if not (math.isfinite(value) and value > 0.0):
+                raise DriverConfigError(f"motor parameter {name}: {value} must be finite and > 0")
+        if not (math.isfinite(self.velocity_gain) and self.velocity_gain > self.position_gain):
+            raise DriverConfigError(
+                f"motor parameter velocity_gain: {self.velocity_gain} 1/s must be finite and > "
+                f"position_gain ({self.position_gain} 1/s); 4 × position_gain is critically damped"
+            )
+        if self.counts_per_rev < 1:
+            raise DriverConfigError(
+                f"motor parameter counts_per_rev: {self.counts_per_rev} must be >= 1"
+            )
+        for name, value in {
+            "noise_std": self.noise_std,
+            "watchdog_s": self.watchdog_s,
+        }.items():
+            if not (math.isfinite(value) and value >= 0.0):
+                raise DriverConfigError(f"motor parameter {name}: {value} must be finite and >= 0")
+        if not math.isfinite(self.initial_position):
+            raise DriverConfigError(
+                f"motor parameter initial_position: {self.initial_position} must be finite"
+            )
+
+    @property
+    def resolution(self) -> float:
+        """One encoder count, rad."""
+        return 2.0 * math.pi / self.counts_per_rev
+
+    @property
+    def braking_deceleration(self) -> float:
+        """The deceleration the position loop plans its braking curve with, rad/s².
+
+        Following a braking curve through a first-order velocity loop takes more than the curve's
+        own deceleration (the loop lags by about ``a / Kv``, and the curve steepens as it nears the
+        target); planning with ``max_acceleration · (1 - Kp / Kv)`` keeps the velocity loop out of
+        its acceleration clamp, so the motor stops on the target instead of sliding past it.
+        """
+        return self.max_acceleration * (1.0 - self.position_gain / self.velocity_gain)
+
+
+@dataclass(slots=True)
+class MotorFaults:
+    """Device-side faults, injected by setting these fields (a control panel, hence mutable).
+
+    fault_code: a nonzero device fault code, like a drive's error register: while it is set the
+        motor drops torque, leaves closed loop and refuses `enable()`. It stays set until the test
+        resets it or `SimulatedMotor.clear_faults()` (a device's "clear errors") does. What a code
+        means is up to the device protocol that reports it.
+    frozen_encoder: the reported reading freezes (last position, velocity 0) while the shaft keeps
+        moving, as with a failed output encoder on a drive that commutates from another sensor.
+        Not a latched fault: it lasts while set.
+    stuck: the shaft does not move whatever is commanded (mechanical jam); the drive stays enabled.
+        Not a latched fault: it lasts while set.
+    """
+
+    fault_code: int = 0
+    frozen_encoder: bool = False
+    stuck: bool = False
+
+
+@dataclass(slots=True)
+class LinkFaults:
+    """Transport-side faults of one simulated device, injected by setting these fields.
+
+    The motor does not use them: a simulated device's wire layer does (the in-process `sim` driver,
+    or a simulated ODrive / Dynamixel device), so every simulation injects the same faults the same
+    way.
+
+    drop_probability: probability in [0, 1] that a reply is lost (never arrives).
+    delay_s: transport latency of every reply, s, ≥ 0.
+    disconnected: the device is unreachable (cable unplugged, adapter gone).
+    """
+
+    drop_probability: float = 0.0
+    delay_s: float = 0.0
+    disconnected: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.drop_probability <= 1.0:
+            raise DriverConfigError(
+                f"link fault drop_probability: {self.drop_probability} outside [0, 1]"
+            )
+        if not (math.isfinite(self.delay_s) and self.delay_s >= 0.0):
+            raise DriverConfigError(f"link fault delay_s: {self.delay_s} s must be finite and >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class MotorSample:
+    """An encoder reading: quantised (and noisy) position in rad, velocity in rad/s, and the time in
+    s (injected clock) of the control tick it was taken at."""
+
+    position: float
+    velocity: float
+    timestamp: float
+
+
+@dataclass(eq=False)
+class SimulatedMotor:
+    """A deterministic simulated motor driven by an injected clock.
+
+    The physics advances lazily, tick by tick, to the clock's time whenever the motor is used, so a
+    motor nobody looks at costs nothing and a manual clock runs it faster than real time. Given the
+    same clock readings, calls and seed, two motors produce identical readings.
+
+    Public state (read freely; change only through the methods): `position` (rad) and `velocity`
+    (rad/s) of the shaft, `enabled` (closed loop), `target` (rad), `velocity_ff` (rad/s) and
+    `watchdog_expired`.
+    """
+
+    params: MotorParams
+    clock: Clock
+    seed: int = 0
+    faults: MotorFaults = field(default_factory=MotorFaults)
+
+    def __post_init__(self) -> None:
+        self._rng = np.random.default_rng(self.seed)
+        self.position = self.params.initial_position
+        self.velocity = 0.0
+        self.enabled = False
+        self.target = self.position
+        self.velocity_ff = 0.0
+        self.watchdog_expired = False
+        self._origin = self.clock()
+        self._ticks = 0
+        self._last_command_time = self._origin
+        self._frozen_position: float | None = None
+        # Per-tick constants of the control loops (the tick is the hot path of every simulation).
+        p = self.params
+        self._velocity_blend = 1.0 - math.exp(-p.velocity_gain * p.step_s)  # exact first order
+        self._max_velocity_change = p.max_acceleration * p.step_s
+        self._braking_deceleration = p.braking_deceleration
+        self._linear_zone = p.braking_deceleration / p.position_gain**2
+
+    # -- what a simulated device calls ----------------------------------------------------------
+
+    @property
+    def time(self) -> float:
+        """The clock time of the latest simulated control tick, s."""
+        return self._origin + self._ticks * self.params.step_s
+
+    @property
+    def faulted(self) -> bool:
+        """Whether a latched fault (an injected `fault_code` or an expired watchdog) is active."""
+        return self.faults.fault_code != 0 or self.watchdog_expired
+
+    def enable(self) -> None:
+        """Enter closed-loop control, holding the current position and arming the watchdog.
+
+        A faulted motor refuses and stays disabled (check `enabled`); clear its faults first.
+        """
+        self.advance()
+        if self.faulted:
+            return
+        if not self.enabled:
+            self.target = self.position
+            self.velocity_ff = 0.0
+        self.enabled = True
+        self._last_command_time = self.clock()
+
+    def disable(self) -> None:
+        """Torque off: the shaft decelerates at `max_acceleration` to rest."""
+        self.advance()
+        self.enabled = False
+
+    def command(self, position: float, velocity_ff: float = 0.0) -> None:
+        """Set the position target (rad) and velocity feed-forward (rad/s), effective from the next
+        control tick, and feed the watchdog. A disabled motor stores them but does not move (and
+        `enable()` replaces them with its current position)."""
+        self.advance()
+        self.target = position
+        self.velocity_ff = velocity_ff
+        self._last_command_time = self.clock()
+
+    def clear_faults(self) -> None:
+        """Clear the latched faults (`fault_code` and the watchdog); the motor stays disabled."""
+        self.advance()
+        self.faults.fault_code = 0
+        self.watchdog_expired = False
+
+    def sample(self) -> MotorSample:
+        """Advance to the clock's time and read the encoder."""
+        self.advance()
+        if self.faults.frozen_encoder:
+            if self._frozen_position is None:
+                self._frozen_position = self._encoder_position()
+            return MotorSample(position=self._frozen_position, velocity=0.0, timestamp=self.time)
+        self._frozen_position = None
+        return MotorSample(
+            position=self._encoder_position(), velocity=self.velocity, timestamp=self.time
+        )
+
+    def advance(self) -> None:
+        """Run the control ticks due up to the clock's current time (a clock that goes backwards
+        runs none)."""
+        due = math.floor((self.clock() - self._origin) / self.params.step_s + _TICK_EPSILON)
+        while self._ticks < due:
+            self._ticks += 1
+            self._tick()
+
+    # -- the model ------------------------------------------------------------------------------
+
+    def _encoder_position(self) -> float:
+        p = self.params
+        reading = self.position
+        if p.noise_std > 0.0:
+            reading += float(self._rng.normal(0.0, p.noise_std))
+        return round(reading / p.resolution) * p.resolution
+
+    def _tick(self) -> None:
+        p = self.params
+        if self.enabled:
+            watchdog_s = p.watchdog_s
+            if watchdog_s > 0.0 and self.time - self._last_command_time > watchdog_s:
+                self.watchdog_expired = True
+            if self.watchdog_expired or self.faults.fault_code != 0:
+                self.enabled = False
+        if self.faults.stuck:
+            self.velocity = 0.0
+            return
+        previous = self.velocity
+        if self.enabled:
+            setpoint = _clamp(
+                self.velocity_ff + self._position_loop(self.target - self.position), p.max_velocity
+            )
+            change = (setpoint - previous) * self._velocity_blend
+        else:
+            change = -previous
+        self.velocity = previous + _clamp(change, self._max_velocity_change)
+        # Exact for the constant acceleration held during the tick.
+        self.position += 0.5 * (previous + self.velocity) * p.step_s
+
+    def _position_loop(self, error: float) -> float:
+        """The position loop's velocity demand for a position error (rad -> rad/s): linear within
+        ``a / Kp²`` of the target, the braking curve ``sqrt(2·a·(|e| - a / 2Kp²))`` beyond, which
+        joins it with the same value and slope."""
+        distance = abs(error)
+        if distance <= self._linear_zone:
+            return self.params.position_gain * error
+        deceleration = self._braking_deceleration
+        return math.copysign(
+            math.sqrt(2.0 * deceleration * (distance - 0.5 * self._linear_zone)), error
+        )
+
+
+def _clamp(value: float, bound: float) -> float:
+    """`value` limited to [-bound, bound]."""
+    if value > bound:
+        return bound
+    if value < -bound:
+        return -bound
+    return value

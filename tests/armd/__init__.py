@@ -1,0 +1,1 @@
+"""Tests of armd (a package so that test modules in different folders may share names)."""
