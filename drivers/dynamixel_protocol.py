@@ -1,0 +1,517 @@
+"""Dynamixel Protocol 2.0: a pure codec (no I/O) for instruction and status packets, and the
+X-series control-table items armd uses.
+
+Packet layout (ROBOTIS e-Manual, "Protocol 2.0")::
+
+    FF FF FD 00 | ID | LEN_L LEN_H | INST | params… | CRC_L CRC_H
+
+LEN counts INST, params and the CRC after byte stuffing; a status packet's first parameter is its
+error byte (bit 7 = Alert, bits 0-6 = error number). Byte stuffing: wherever ``FF FF FD`` appears
+from INST to the last parameter, an ``FD`` is inserted after it. The CRC is the e-Manual's
+table-driven CRC-16 (polynomial 0x8005, initial value 0, not reflected), computed over everything
+from the header to the last stuffed parameter, and sent low byte first.
+
+Builders (`make_*`) return the bytes to send; `PacketParser` turns a byte stream back into packets,
+skipping garbage. Device units (counts, 0.229 rpm, 20 ms, 2 µs) appear only here and are converted
+to SI by the helpers at the end of this module.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "ALERT_BIT",
+    "BROADCAST_ID",
+    "COUNTS_PER_REV",
+    "HEADER",
+    "MAX_ID",
+    "STATUS_BLOCK_LENGTH",
+    "STATUS_BLOCK_SOURCES",
+    "WATCHDOG_ERROR",
+    "Addr",
+    "HardwareError",
+    "Instruction",
+    "OperatingMode",
+    "Packet",
+    "PacketParser",
+    "StatusBlock",
+    "StatusError",
+    "counts_to_rad",
+    "crc16",
+    "decode_status_block",
+    "describe_hardware_error",
+    "describe_status_error",
+    "encode_packet",
+    "i32",
+    "indirect_data_address",
+    "make_indirect_mapping",
+    "make_ping",
+    "make_read",
+    "make_reboot",
+    "make_status",
+    "make_sync_read",
+    "make_sync_write",
+    "make_write",
+    "rad_s_to_velocity",
+    "rad_to_counts",
+    "return_delay_s",
+    "status_packet_size",
+    "stuff",
+    "transaction_time_s",
+    "u16",
+    "unstuff",
+    "velocity_to_rad_s",
+    "watchdog_s",
+    "watchdog_units",
+    "wire_time_s",
+]
+
+HEADER = b"\xff\xff\xfd\x00"
+BROADCAST_ID = 0xFE
+MAX_ID = 0xFC  # 253 (0xFD) and 255 (0xFF) would look like a header
+ALERT_BIT = 0x80
+WATCHDOG_ERROR = -1  # Bus Watchdog (98) reads -1 after it expired
+_OVERHEAD = 10  # header 4 + ID 1 + LEN 2 + INST 1 + CRC 2
+
+
+class Instruction(enum.IntEnum):
+    PING = 0x01
+    READ = 0x02
+    WRITE = 0x03
+    REBOOT = 0x08
+    STATUS = 0x55
+    SYNC_READ = 0x82
+    SYNC_WRITE = 0x83
+
+
+class StatusError(enum.IntEnum):
+    """The error number in bits 0-6 of a status packet's error byte."""
+
+    NONE = 0x00
+    RESULT_FAIL = 0x01
+    INSTRUCTION = 0x02
+    CRC = 0x03
+    DATA_RANGE = 0x04
+    DATA_LENGTH = 0x05
+    DATA_LIMIT = 0x06
+    ACCESS = 0x07
+
+
+class HardwareError(enum.IntFlag):
+    """Hardware Error Status (70) bits of the X series; any of them turns torque off."""
+
+    INPUT_VOLTAGE = 0x01
+    OVERHEATING = 0x04
+    MOTOR_ENCODER = 0x08
+    ELECTRICAL_SHOCK = 0x10
+    OVERLOAD = 0x20
+
+
+class OperatingMode(enum.IntEnum):
+    CURRENT = 0
+    VELOCITY = 1
+    POSITION = 3
+    EXTENDED_POSITION = 4
+    CURRENT_BASED_POSITION = 5
+    PWM = 16
+
+
+class Addr(enum.IntEnum):
+    """X-series (and MX 2.0) control-table addresses; sizes in bytes in the comments."""
+
+    MODEL_NUMBER = 0  # 2, R
+    FIRMWARE_VERSION = 6  # 1, R
+    ID = 7  # 1, EEPROM
+    BAUD_RATE = 8  # 1, EEPROM
+    RETURN_DELAY_TIME = 9  # 1, EEPROM, 2 µs
+    OPERATING_MODE = 11  # 1, EEPROM
+    MAX_POSITION_LIMIT = 48  # 4, EEPROM, counts
+    MIN_POSITION_LIMIT = 52  # 4, EEPROM, counts
+    TORQUE_ENABLE = 64  # 1
+    STATUS_RETURN_LEVEL = 68  # 1
+    HARDWARE_ERROR_STATUS = 70  # 1, R
+    BUS_WATCHDOG = 98  # 1, signed, 20 ms
+    GOAL_POSITION = 116  # 4, signed counts
+    PRESENT_VELOCITY = 128  # 4, R, signed 0.229 rpm
+    PRESENT_POSITION = 132  # 4, R, signed counts
+    INDIRECT_ADDRESS_1 = 168  # 2 each, 28 of them
+    INDIRECT_DATA_1 = 224  # 1 each, 28 of them
+
+
+_HARDWARE_ERROR_TEXT = {
+    HardwareError.INPUT_VOLTAGE: "input voltage out of range",
+    HardwareError.OVERHEATING: "overheating",
+    HardwareError.MOTOR_ENCODER: "motor encoder error",
+    HardwareError.ELECTRICAL_SHOCK: "electrical shock or insufficient power",
+    HardwareError.OVERLOAD: "overload (persistent load above the maximum output)",
+}
+
+_STATUS_ERROR_TEXT: dict[int, str] = {
+    StatusError.RESULT_FAIL: "result fail",
+    StatusError.INSTRUCTION: "instruction error",
+    StatusError.CRC: "CRC error",
+    StatusError.DATA_RANGE: "data range error",
+    StatusError.DATA_LENGTH: "data length error",
+    StatusError.DATA_LIMIT: "data limit error",
+    StatusError.ACCESS: "access error",
+}
+
+
+def describe_hardware_error(bits: int) -> str:
+    """A readable list of the Hardware Error Status bits that are set."""
+    texts = [text for flag, text in _HARDWARE_ERROR_TEXT.items() if bits & flag]
+    unknown = bits & ~sum(_HARDWARE_ERROR_TEXT)
+    if unknown:
+        texts.append(f"unknown bits 0x{unknown:02X}")
+    return ", ".join(texts) if texts else "no hardware error"
+
+
+def describe_status_error(error: int) -> str:
+    """A readable form of a status packet's error byte."""
+    number = error & ~ALERT_BIT
+    text = _STATUS_ERROR_TEXT.get(number) or (f"error number {number}" if number else "ok")
+    return text + (" (alert: hardware error)" if error & ALERT_BIT else "")
+
+
+# -- CRC and byte stuffing ------------------------------------------------------------------------
+
+
+def _crc_table(poly: int) -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ poly) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_CRC_TABLE = _crc_table(0x8005)
+
+
+def crc16(data: bytes | bytearray | memoryview, crc: int = 0) -> int:
+    """The Protocol 2.0 CRC-16 (poly 0x8005, init 0, MSB first) of `data`."""
+    for byte in data:
+        crc = ((crc << 8) ^ _CRC_TABLE[((crc >> 8) ^ byte) & 0xFF]) & 0xFFFF
+    return crc
+
+
+def stuff(payload: bytes) -> bytes:
+    """Insert ``FD`` after every ``FF FF FD`` (the INST-to-last-parameter region)."""
+    out = bytearray()
+    for i, byte in enumerate(payload):
+        out.append(byte)
+        if byte == 0xFD and i >= 2 and payload[i - 2 : i] == b"\xff\xff":
+            out.append(0xFD)
+    return bytes(out)
+
+
+def unstuff(payload: bytes | bytearray | memoryview) -> bytes:
+    """Remove the stuffing byte after every ``FF FF FD``; the inverse of `stuff`."""
+    out = bytearray()
+    data = bytes(payload)
+    i = 0
+    while i < len(data):
+        out.append(data[i])
+        stuffed = i >= 2 and data[i] == 0xFD and data[i - 2 : i] == b"\xff\xff"
+        if stuffed and i + 1 < len(data) and data[i + 1] == 0xFD:
+            i += 1  # skip the stuffing byte
+        i += 1
+    return bytes(out)
+
+
+# -- packets ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Packet:
+    """A decoded packet: ID, instruction and un-stuffed parameters.
+
+    For a status packet (instruction 0x55) the first parameter is the error byte: see `error` and
+    `data`.
+    """
+
+    id: int
+    instruction: int
+    params: bytes = b""
+
+    @property
+    def is_status(self) -> bool:
+        return self.instruction == Instruction.STATUS
+
+    @property
+    def error(self) -> int:
+        """The status error byte (0 when the packet carries none)."""
+        return self.params[0] if self.is_status and self.params else 0
+
+    @property
+    def data(self) -> bytes:
+        """A status packet's data (its parameters after the error byte)."""
+        return self.params[1:] if self.is_status else self.params
+
+
+def encode_packet(packet_id: int, instruction: int, params: bytes = b"") -> bytes:
+    """Frame one packet: header, ID, stuffed length, instruction, stuffed params, CRC."""
+    if not (0 <= packet_id <= MAX_ID or packet_id == BROADCAST_ID):
+        raise ValueError(f"packet ID {packet_id} outside [0, {MAX_ID}] and not broadcast")
+    body = stuff(bytes([instruction]) + params)
+    frame = HEADER + bytes([packet_id]) + u16(len(body) + 2) + body
+    return frame + u16(crc16(frame))
+
+
+def make_ping(device_id: int) -> bytes:
+    return encode_packet(device_id, Instruction.PING)
+
+
+def make_read(device_id: int, address: int, length: int) -> bytes:
+    return encode_packet(device_id, Instruction.READ, u16(address) + u16(length))
+
+
+def make_write(device_id: int, address: int, data: bytes) -> bytes:
+    return encode_packet(device_id, Instruction.WRITE, u16(address) + data)
+
+
+def make_reboot(device_id: int) -> bytes:
+    return encode_packet(device_id, Instruction.REBOOT)
+
+
+def make_sync_read(address: int, length: int, ids: Sequence[int]) -> bytes:
+    """One broadcast Sync Read; each listed device answers in turn with `length` bytes."""
+    return encode_packet(
+        BROADCAST_ID, Instruction.SYNC_READ, u16(address) + u16(length) + bytes(ids)
+    )
+
+
+def make_sync_write(address: int, length: int, data_by_id: Mapping[int, bytes]) -> bytes:
+    """One broadcast Sync Write of `length` bytes per device; devices do not answer."""
+    params = bytearray(u16(address) + u16(length))
+    for device_id, data in data_by_id.items():
+        if len(data) != length:
+            raise ValueError(f"sync write: id {device_id} has {len(data)} bytes, expected {length}")
+        params += bytes([device_id]) + data
+    return encode_packet(BROADCAST_ID, Instruction.SYNC_WRITE, bytes(params))
+
+
+def make_status(device_id: int, error: int, data: bytes = b"") -> bytes:
+    """A status packet, as a device sends it (used by the simulated chain)."""
+    return encode_packet(device_id, Instruction.STATUS, bytes([error]) + data)
+
+
+def u16(value: int) -> bytes:
+    return value.to_bytes(2, "little")
+
+
+def i32(value: int) -> bytes:
+    return value.to_bytes(4, "little", signed=True)
+
+
+def status_packet_size(data_length: int) -> int:
+    """Bytes on the wire of a status packet carrying `data_length` bytes (without stuffing)."""
+    return _OVERHEAD + 1 + data_length
+
+
+class PacketParser:
+    """Turns a byte stream into packets, resynchronising after garbage.
+
+    `feed` returns the complete packets found so far. The parser scans for the header, checks the
+    ID, the length (at most `max_length`) and the CRC, and un-stuffs the parameters. Bytes that
+    cannot belong to a valid packet are discarded; every run of discarded bytes counts once in
+    `corrupt`. A candidate that is still incomplete is dropped as soon as a complete valid packet
+    starts after it, so one bogus length field cannot swallow the packets that follow.
+    """
+
+    def __init__(self, max_length: int = 1024) -> None:
+        self.max_length = max_length
+        self.corrupt = 0
+        self._buffer = bytearray()
+        self._in_garbage = False
+
+    @property
+    def pending(self) -> int:
+        """Bytes held back: a packet that is not complete yet (or a partial header)."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[Packet]:
+        self._buffer += data
+        packets: list[Packet] = []
+        while True:
+            found = self._next_packet()
+            if found is None:
+                return packets
+            packets.append(found)
+
+    def _next_packet(self) -> Packet | None:
+        buf = self._buffer
+        first_incomplete: int | None = None
+        start = buf.find(HEADER)
+        while start >= 0:
+            outcome = self._try_decode(start)
+            if isinstance(outcome, tuple):
+                packet, end = outcome
+                self._discard(start)
+                del buf[: end - start]
+                self._in_garbage = False
+                return packet
+            if outcome == "incomplete" and first_incomplete is None:
+                first_incomplete = start
+            start = buf.find(HEADER, start + 1)
+        keep_from = first_incomplete if first_incomplete is not None else _partial_header_start(buf)
+        self._discard(keep_from)
+        return None
+
+    def _try_decode(self, start: int) -> tuple[Packet, int] | str:
+        buf = self._buffer
+        if len(buf) < start + 7:
+            return "incomplete"
+        packet_id = buf[start + 4]
+        length = buf[start + 5] | buf[start + 6] << 8
+        if not (0 <= packet_id <= MAX_ID or packet_id == BROADCAST_ID) or not (
+            3 <= length <= self.max_length
+        ):
+            return "invalid"
+        end = start + 7 + length
+        if len(buf) < end:
+            return "incomplete"
+        crc = buf[end - 2] | buf[end - 1] << 8
+        if crc16(memoryview(buf)[start : end - 2]) != crc:
+            return "invalid"
+        body = unstuff(buf[start + 7 : end - 2])
+        return Packet(packet_id, body[0], body[1:]), end
+
+    def _discard(self, count: int) -> None:
+        if count <= 0:
+            return
+        del self._buffer[:count]
+        if not self._in_garbage:
+            self.corrupt += 1
+            self._in_garbage = True
+
+    def reset(self) -> int:
+        """Drop the buffer; returns how many bytes were pending."""
+        pending = len(self._buffer)
+        self._buffer.clear()
+        self._in_garbage = False
+        return pending
+
+
+def _partial_header_start(buf: bytearray) -> int:
+    """Where a header might begin in the last 3 bytes (so it is kept), else len(buf)."""
+    for start in range(max(0, len(buf) - 3), len(buf)):
+        if HEADER.startswith(buf[start:]):
+            return start
+    return len(buf)
+
+
+# -- the status block: what armd reads from each device every cycle ------------------------------
+
+STATUS_BLOCK_SOURCES: tuple[int, ...] = (
+    Addr.TORQUE_ENABLE,
+    Addr.HARDWARE_ERROR_STATUS,
+    Addr.BUS_WATCHDOG,
+    *range(Addr.PRESENT_VELOCITY, Addr.PRESENT_VELOCITY + 4),
+    *range(Addr.PRESENT_POSITION, Addr.PRESENT_POSITION + 4),
+)
+"""The control-table bytes mapped, in order, onto consecutive Indirect Data items so that one Sync
+Read returns torque state, hardware error, bus watchdog, present velocity and present position."""
+
+STATUS_BLOCK_LENGTH = len(STATUS_BLOCK_SOURCES)
+
+
+@dataclass(frozen=True, slots=True)
+class StatusBlock:
+    """One device's status block in device units."""
+
+    torque_enabled: bool
+    hardware_error: int
+    bus_watchdog: int  # 20 ms units; -1 after expiry
+    velocity: int  # 0.229 rpm
+    position: int  # counts
+
+
+def decode_status_block(data: bytes) -> StatusBlock:
+    """Decode the `STATUS_BLOCK_LENGTH` bytes of a status block. Raises ValueError."""
+    if len(data) != STATUS_BLOCK_LENGTH:
+        raise ValueError(f"status block has {len(data)} bytes, expected {STATUS_BLOCK_LENGTH}")
+    return StatusBlock(
+        torque_enabled=data[0] == 1,
+        hardware_error=data[1],
+        bus_watchdog=int.from_bytes(data[2:3], "little", signed=True),
+        velocity=int.from_bytes(data[3:7], "little", signed=True),
+        position=int.from_bytes(data[7:11], "little", signed=True),
+    )
+
+
+def indirect_data_address(index: int) -> int:
+    """Address of Indirect Data `index` (1-based, 1..28)."""
+    return Addr.INDIRECT_DATA_1 + index - 1
+
+
+def make_indirect_mapping(
+    index: int, sources: Iterable[int] = STATUS_BLOCK_SOURCES
+) -> tuple[int, bytes]:
+    """Where and what to write so that Indirect Data `index`, `index + 1`, … mirror `sources`:
+    the address of Indirect Address `index` and 2 bytes per mapped address."""
+    return Addr.INDIRECT_ADDRESS_1 + 2 * (index - 1), b"".join(u16(a) for a in sources)
+
+
+# -- units ------------------------------------------------------------------------------------
+
+COUNTS_PER_REV = 4096
+_RAD_PER_COUNT = 2.0 * math.pi / COUNTS_PER_REV
+_RAD_S_PER_VELOCITY_UNIT = 0.229 * 2.0 * math.pi / 60.0
+_WATCHDOG_UNIT_S = 0.020
+_RETURN_DELAY_UNIT_S = 2e-6
+
+
+def counts_to_rad(counts: int) -> float:
+    """Position counts (4096 per revolution) to rad."""
+    return counts * _RAD_PER_COUNT
+
+
+def rad_to_counts(rad: float) -> int:
+    """rad to the nearest position count."""
+    return round(rad / _RAD_PER_COUNT)
+
+
+def velocity_to_rad_s(units: int) -> float:
+    """Present Velocity (0.229 rpm units) to rad/s."""
+    return units * _RAD_S_PER_VELOCITY_UNIT
+
+
+def rad_s_to_velocity(rad_s: float) -> int:
+    return round(rad_s / _RAD_S_PER_VELOCITY_UNIT)
+
+
+def watchdog_units(seconds: float) -> int:
+    """Bus Watchdog value (20 ms units, 1..127) for `seconds`. Raises ValueError."""
+    units = round(seconds / _WATCHDOG_UNIT_S)
+    if not 1 <= units <= 127:
+        raise ValueError(f"bus watchdog {seconds} s outside [0.02, 2.54] s")
+    return units
+
+
+def watchdog_s(units: int) -> float:
+    return units * _WATCHDOG_UNIT_S
+
+
+def return_delay_s(units: int) -> float:
+    """Return Delay Time (9), in 2 µs units, to seconds."""
+    return units * _RETURN_DELAY_UNIT_S
+
+
+def wire_time_s(n_bytes: int, baudrate: int) -> float:
+    """Seconds to send `n_bytes` at `baudrate` (8N1: 10 bits per byte)."""
+    return n_bytes * 10.0 / baudrate
+
+
+def transaction_time_s(
+    request_size: int, reply_sizes: Sequence[int], baudrate: int, return_delay_s: float
+) -> float:
+    """Bus time of one transaction, s: the request on the wire, then each device in turn waits
+    its Return Delay Time and sends its status packet (as devices do for a Sync Read)."""
+    wire = wire_time_s(request_size + sum(reply_sizes), baudrate)
+    return wire + return_delay_s * len(reply_sizes)
