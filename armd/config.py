@@ -1,0 +1,378 @@
+"""The daemon's configuration: `load_config(path) -> ArmSetup` reads a YAML file, validates it
+against its schema (`armd.config_schema`), checks it against the robot model and the drivers, and
+resolves it into everything the daemon constructs itself from (`ArmSetup`).
+
+Every problem is collected and reported at once in one `ConfigError`, one line per problem, in
+file order: ``<file>:<line>: <path>: <message>``, e.g.
+``arm.yaml:14: joints.elbow.gear_ratio: -3 must be > 0``.
+Relative paths in the file (model, password and TLS files, lock file) start at its folder.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from numpy.typing import NDArray
+from pydantic import SecretStr, ValidationError
+
+from armd.config_checks import Problems, cross_check, params_models, resolve_path
+from armd.config_schema import (
+    DEFAULT_JERK_PER_ACCELERATION,
+    ArmConfig,
+    Loc,
+    MotionConfig,
+    MqttConfig,
+    SafetyConfig,
+    describe_errors,
+)
+from armd.errors import ConfigError
+from armd.transmission import ArmTransmission, Transmission
+from drivers import Clock, Driver, DriverParams, load_driver_class
+from kinematics import JointLimits, KinematicTree
+
+__all__ = ["ArmSetup", "DriverSetup", "MqttSetup", "TlsSetup", "build_drivers", "load_config"]
+
+_log = logging.getLogger(__name__)
+
+Array = NDArray[np.float64]
+
+
+# -- the result ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TlsSetup:
+    """TLS files, resolved against the config file's folder and checked to be readable."""
+
+    ca_file: Path | None
+    cert_file: Path | None
+    key_file: Path | None
+
+
+@dataclass(frozen=True, slots=True)
+class MqttSetup:
+    """The broker connection, defaults resolved; `password` read from `mqtt.password_file`."""
+
+    host: str
+    port: int
+    client_id: str
+    keepalive_s: int
+    username: str | None
+    password: SecretStr | None
+    tls: TlsSetup | None
+    reconnect_min_s: float
+    reconnect_max_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class DriverSetup:
+    """One configured bus: its driver class, validated params and the joints it serves (q order)."""
+
+    name: str
+    type_name: str
+    cls: type[Driver]
+    params: DriverParams
+    joints: tuple[str, ...]
+
+    def build(self, clock: Clock = time.monotonic) -> Driver:
+        """The driver, constructed but not opened."""
+        return self.cls(self.params, clock=clock)
+
+
+@dataclass(frozen=True, eq=False)
+class ArmSetup:
+    """A validated configuration, resolved (see `load_config`).
+
+    tree: the model with the config's limit overrides applied (`tree.limits` are the limits the
+        daemon enforces: finite velocity and acceleration for every driven joint).
+    jerk: (dof,) read-only jerk limits in q order, rad/s³ (m/s³): the configured ones, else
+        `DEFAULT_JERK_PER_ACCELERATION` × the acceleration limit.
+    transmission: joint ↔ motor mapping of every driven joint; fixed joints are held there.
+    drivers: by name, in file order. `build_drivers` constructs them.
+    """
+
+    path: Path
+    config: ArmConfig
+    model_path: Path
+    tree: KinematicTree
+    tool_link: str
+    jerk: Array
+    transmission: ArmTransmission
+    drivers: Mapping[str, DriverSetup]
+    mqtt: MqttSetup
+    lock_file: Path
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def limits(self) -> JointLimits:
+        return self.tree.limits
+
+    @cached_property
+    def joints(self) -> Mapping[str, Transmission]:
+        """The driven joints' transmissions by joint name, in q order."""
+        return {t.joint: t for t in self.transmission.joints}
+
+    @cached_property
+    def fixed_joints(self) -> Mapping[str, float]:
+        """The fixed joints' positions (rad or m) by name, in q order."""
+        names = [self.tree.joint_names[i] for i in self.transmission.fixed]
+        return dict(zip(names, self.transmission.fixed_positions.tolist(), strict=True))
+
+    @property
+    def loop_hz(self) -> float:
+        return self.config.loop_hz
+
+    @property
+    def telemetry_hz(self) -> float:
+        return self.config.telemetry_hz
+
+    @property
+    def safety(self) -> SafetyConfig:
+        return self.config.safety
+
+    @property
+    def motion(self) -> MotionConfig:
+        return self.config.motion
+
+    @property
+    def broker_loss(self) -> Literal["finish", "stop"]:
+        return self.config.broker_loss
+
+    def __repr__(self) -> str:
+        return (
+            f"ArmSetup(name={self.name!r}, path={str(self.path)!r}, model={self.tree!r}, "
+            f"tool_link={self.tool_link!r}, drivers={list(self.drivers)})"
+        )
+
+
+def build_drivers(setup: ArmSetup, clock: Clock = time.monotonic) -> dict[str, Driver]:
+    """Every configured driver, constructed (not opened) on `clock`, by name."""
+    return {name: driver.build(clock) for name, driver in setup.drivers.items()}
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path) -> ArmSetup:
+    """Read, validate and resolve the config file at `path`.
+
+    Raises `ConfigError` listing every problem, one line each (see the module docstring). Files
+    the config names are checked (model, password, TLS); devices are not: see ``armd check``.
+    """
+    path = Path(path)
+    data, lines = _read_yaml(path)
+    problems = Problems(path, lines)
+    config: ArmConfig | None = None
+    try:
+        config = ArmConfig.model_validate(data)
+    except ValidationError as exc:
+        problems.extend(describe_errors(exc, ArmConfig, params_models(data)))
+    checked = cross_check(config, data, path.parent, problems)
+    password, tls = _mqtt_files(checked.mqtt, path.parent, problems)
+    if problems.items or config is None or checked.tree is None or checked.tool_link is None:
+        raise problems.error()
+    tree = checked.tree.with_limits(checked.limits)
+    return _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls)
+
+
+def _setup(
+    path: Path,
+    config: ArmConfig,
+    tree: KinematicTree,
+    tool_link: str,
+    jerk_limits: Mapping[str, float],
+    password: SecretStr | None,
+    tls: TlsSetup | None,
+) -> ArmSetup:
+    """The setup of a config that passed every check; `tree` has its effective limits."""
+    transmission = ArmTransmission(
+        tree.joint_names,
+        [
+            Transmission(joint, j.driver, j.device, j.gear_ratio, j.sign, j.offset)
+            for joint, j in config.joints.items()
+        ],
+        config.fixed_joints,
+    )
+    jerk = np.array(
+        [
+            jerk_limits.get(n, DEFAULT_JERK_PER_ACCELERATION * tree.limits[n].acceleration)
+            for n in tree.joint_names
+        ]
+    )
+    jerk.flags.writeable = False
+    return ArmSetup(
+        path=path,
+        config=config,
+        model_path=resolve_path(path.parent, config.model),
+        tree=tree,
+        tool_link=tool_link,
+        jerk=jerk,
+        transmission=transmission,
+        drivers=_driver_setups(config, transmission),
+        mqtt=_mqtt_setup(config, password, tls),
+        lock_file=(
+            Path(f"/run/armd/{config.name}.lock")
+            if config.lock_file is None
+            else resolve_path(path.parent, config.lock_file)
+        ),
+    )
+
+
+def _driver_setups(config: ArmConfig, transmission: ArmTransmission) -> dict[str, DriverSetup]:
+    return {
+        name: DriverSetup(
+            name=name,
+            type_name=d.type,
+            cls=load_driver_class(d.type),
+            params=d.params,
+            joints=tuple(t.joint for t in transmission.joints if t.driver == name),
+        )
+        for name, d in config.drivers.items()
+    }
+
+
+def _mqtt_setup(config: ArmConfig, password: SecretStr | None, tls: TlsSetup | None) -> MqttSetup:
+    m = config.mqtt
+    return MqttSetup(
+        host=m.host,
+        port=m.port,
+        client_id=m.client_id or f"armd-{config.name}",
+        keepalive_s=m.keepalive_s,
+        username=m.username,
+        password=password,
+        tls=tls,
+        reconnect_min_s=m.reconnect_min_s,
+        reconnect_max_s=m.reconnect_max_s,
+    )
+
+
+# -- files named by the config --------------------------------------------------------------------
+
+
+def _mqtt_files(
+    mqtt: MqttConfig | None, base: Path, problems: Problems
+) -> tuple[SecretStr | None, TlsSetup | None]:
+    """The password read from its file, and the TLS files, checked to be readable."""
+    if mqtt is None:
+        return None, None
+    password = None
+    if mqtt.password_file is not None:
+        password = _read_password(resolve_path(base, mqtt.password_file), problems)
+    tls = None
+    if mqtt.tls is not None:
+        files = [
+            _readable_file(base, getattr(mqtt.tls, key), ("mqtt", "tls", key), problems)
+            for key in ("ca_file", "cert_file", "key_file")
+        ]
+        tls = TlsSetup(*files)
+    return password, tls
+
+
+def _readable_file(base: Path, raw: str | None, loc: Loc, problems: Problems) -> Path | None:
+    if raw is None:
+        return None
+    path = resolve_path(base, raw)
+    if not path.is_file():
+        problems.add(loc, f"{path}: no such file")
+    elif not os.access(path, os.R_OK):
+        problems.add(loc, f"{path}: not readable by this user")
+    return path
+
+
+def _read_password(path: Path, problems: Problems) -> SecretStr | None:
+    """The file's first line. Errors name the file, never its content."""
+    loc = ("mqtt", "password_file")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        problems.add(loc, f"{path}: no such file")
+        return None
+    except OSError as exc:
+        problems.add(loc, f"{path}: cannot read: {exc.strerror}")
+        return None
+    except UnicodeDecodeError:
+        problems.add(loc, f"{path}: not UTF-8 text")
+        return None
+    password = text.splitlines()[0] if text else ""
+    if not password:
+        problems.add(loc, f"{path}: the file is empty")
+        return None
+    if path.stat().st_mode & 0o004:  # the path is safe to log, the content never
+        _log.warning("%s: the MQTT password file is readable by every user; chmod o-r it", path)
+    return SecretStr(password)
+
+
+# -- reading YAML ----------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """A safe loader that refuses duplicate keys (PyYAML would silently keep the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        seen: dict[object, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, Hashable) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {seen[key]})",
+                    key_node.start_mark,
+                )
+            if isinstance(key, Hashable):
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
+
+def _read_yaml(path: Path) -> tuple[dict[str, object], dict[Loc, int]]:
+    """The document at `path` and the line of each of its keys, by path. Raises `ConfigError`."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        data = None if node is None else loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        context = f" ({exc.context}" if exc.context else ""
+        if context and exc.context_mark is not None and exc.context_mark is not mark:
+            context += f" at line {exc.context_mark.line + 1}"
+        context += ")" if context else ""
+        raise ConfigError(f"{where}: invalid YAML: {exc.problem}{context}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
+    finally:
+        loader.dispose()
+    if node is None or not isinstance(data, dict):
+        got = "an empty file" if data is None else f"a {type(data).__name__}"
+        raise ConfigError(f"{path}: the top level must be a mapping of options, got {got}")
+    lines: dict[Loc, int] = {}
+    _key_lines(node, (), lines)
+    return data, lines
+
+
+def _key_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode):
+                lines[(*loc, str(key.value))] = key.start_mark.line + 1
+                _key_lines(value, (*loc, str(key.value)), lines)
