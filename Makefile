@@ -5,7 +5,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv test lint typecheck pytest bench clean
+CONFIG ?= config/sim.yaml
+MQTT_HOST ?= 127.0.0.1
+MQTT_PORT ?= 1883
+
+.PHONY: all venv run test lint typecheck pytest bench clean
 
 all: test
 
@@ -17,6 +21,11 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 venv: $(STAMP)
+
+# The daemon on the simulated arm, with a broker reachable on $(MQTT_HOST):$(MQTT_PORT).
+run: $(STAMP)
+	@scripts/ensure-mosquitto.sh --reachable $(MQTT_HOST) $(MQTT_PORT)
+	$(BIN)/armd run --config $(CONFIG)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -33,8 +42,10 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory lint typecheck pytest
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/kinematics.py
 	$(BIN)/python bench/drivers.py
+	$(BIN)/python bench/loop.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -190,9 +190,12 @@ def chain_pose_jacobian(chain, q, dq, J):
 
 @_jit
 def dq_to_pose7(dq, out7):
-    """out7 = [tx, ty, tz, w, x, y, z] of a unit dual quaternion."""
+    """out7 = [tx, ty, tz, w, x, y, z] of a unit dual quaternion, with w ≥ 0 (q and -q are the
+    same rotation; the canonical one reads better in telemetry)."""
     translation_of(dq, out7[:3])
-    out7[3:] = dq[:4]
+    sign = -1.0 if dq[0] < 0.0 else 1.0
+    for i in range(4):
+        out7[3 + i] = sign * dq[i]
 
 
 # -- entry points: explicit signatures, called through `entry` ---------------------------------

@@ -37,8 +37,9 @@ def _frozen_vector(values: ArrayLike, size: int, what: str) -> Array:
 class Pose:
     """A transform ``a_from_b``: maps coordinates in frame b into frame a.
 
-    translation: (3,) m, the origin of b in a. quaternion: (4,) unit ``[w, x, y, z]``, the
-    orientation of b in a (normalised on construction; a zero quaternion is an error).
+    translation: (3,) m, the origin of b in a. quaternion: (4,) unit ``[w, x, y, z]`` with
+    w ≥ 0, the orientation of b in a (normalised and sign-fixed on construction; a zero quaternion
+    is an error).
     Compose with ``@``: ``a_from_c = a_from_b @ b_from_c``.
     """
 
@@ -52,8 +53,8 @@ class Pose:
         norm = float(np.linalg.norm(q))
         if norm < 1e-9:
             raise KinematicsError(f"quaternion must be non-zero, got {q.tolist()}")
-        if abs(norm - 1.0) > 1e-15:
-            q = q / norm
+        if abs(norm - 1.0) > 1e-15 or q[0] < 0.0:
+            q = q / norm if q[0] >= 0.0 else q / -norm  # unit, and w ≥ 0 (q ≡ -q)
             q.flags.writeable = False
         object.__setattr__(self, "translation", _frozen_vector(translation, 3, "translation"))
         object.__setattr__(self, "quaternion", q)

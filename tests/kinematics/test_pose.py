@@ -32,7 +32,9 @@ def test_identity() -> None:
 def test_quaternion_is_normalised_and_arrays_are_read_only(t: np.ndarray, q: np.ndarray) -> None:
     pose = Pose(t, q)
     assert abs(np.linalg.norm(pose.quaternion) - 1.0) <= TOL
-    np.testing.assert_allclose(pose.quaternion, q / np.linalg.norm(q), atol=TOL, rtol=0)
+    assert pose.quaternion[0] >= 0.0  # canonical sign: q and -q are the same rotation
+    expected = q / np.linalg.norm(q) * (1.0 if q[0] >= 0.0 else -1.0)
+    np.testing.assert_allclose(pose.quaternion, expected, atol=TOL, rtol=0)
     with pytest.raises(ValueError, match="read-only"):
         pose.translation[0] = 1.0
     with pytest.raises(ValueError, match="read-only"):

@@ -1,0 +1,269 @@
+"""The daemon: composes hardware, control loop, goal pipeline and MQTT bridge, and runs them in
+one TaskGroup until SIGTERM.
+
+Start-up: take the single-instance lock, open every driver (a failure ends the daemon with a
+clear error before anything moves), then run the loop, which enables the drives only after a
+valid read and holds the measured position. ``READY=1`` goes to systemd after the first valid
+read; ``WATCHDOG=1`` comes from the control loop's own ticks; ``STATUS=`` follows the mode.
+
+Shutdown (SIGTERM/SIGINT): ``STOPPING=1``; the current motion is stopped (its goal aborted) and
+the arm held; the bridge flushes statuses and publishes ``offline``; the drives are closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from armd.config import ArmSetup, build_drivers
+from armd.errors import ArmdError
+from armd.goals import GoalPipeline, PlanSettings
+from armd.hardware import ArmHardware
+from armd.lock import InstanceLock
+from armd.loop import ControlLoop, LoopSettings, StopRequest
+from armd.messages import EstopCommand, Mode
+from armd.mqtt import MqttBridge, MqttSettings
+from armd.notify import SystemdNotifier
+from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.timing import Schedule
+from armd.trajectory import MotionLimits
+from drivers import DriverError
+from kinematics.ik import IKOptions
+
+__all__ = ["Daemon", "run_daemon"]
+
+log = logging.getLogger(__name__)
+SHUTDOWN_STOP_TIMEOUT_S = 5.0
+STATS_INTERVAL_S = 60.0
+
+
+def mqtt_settings(setup: ArmSetup) -> MqttSettings:
+    m = setup.mqtt
+    return MqttSettings(
+        arm_name=setup.name,
+        host=m.host,
+        port=m.port,
+        client_id=m.client_id,
+        keepalive_s=m.keepalive_s,
+        username=m.username,
+        password=m.password,
+        tls=m.tls is not None,
+        tls_ca_file=m.tls.ca_file if m.tls else None,
+        tls_cert_file=m.tls.cert_file if m.tls else None,
+        tls_key_file=m.tls.key_file if m.tls else None,
+        reconnect_min_s=m.reconnect_min_s,
+        reconnect_max_s=m.reconnect_max_s,
+    )
+
+
+def motion_limits(setup: ArmSetup) -> MotionLimits:
+    limits = setup.tree.limits
+    return MotionLimits(
+        np.array(limits.velocity), np.array(limits.acceleration), np.array(setup.jerk)
+    )
+
+
+def plan_settings(setup: ArmSetup) -> PlanSettings:
+    motion, safety = setup.motion, setup.safety
+    return PlanSettings(
+        ik=IKOptions(
+            position_tolerance=motion.ik_position_tolerance,
+            rotation_tolerance=motion.ik_rotation_tolerance,
+            max_joint_change=motion.ik_max_joint_change,
+            time_budget_s=motion.ik_time_budget_s,
+        ),
+        linear_step=motion.linear_step,
+        angular_step=motion.linear_step * 10.0,  # 5 mm ↔ 0.05 rad by default
+        max_linear_speed=motion.max_linear_speed,
+        max_angular_speed=motion.max_angular_speed,
+        pose_tolerance=(safety.pose_position_tolerance, safety.pose_rotation_tolerance),
+        fixed_joints=frozenset(setup.fixed_joints),
+    )
+
+
+def safety_monitor(setup: ArmSetup) -> SafetyMonitor:
+    safety = setup.safety
+    period = 1.0 / setup.loop_hz
+    thresholds = SafetyThresholds(
+        stale_hold_s=max(safety.stale_hold_ticks * period, safety.stale_hold_s),
+        stale_fault_s=safety.stale_fault_s,
+        following_error=safety.following_error,
+        following_error_per_velocity=safety.following_error_per_velocity,
+        limit_tolerance=safety.limit_tolerance,
+    )
+    limits = setup.tree.limits
+    return SafetyMonitor(setup.tree.joint_names, limits.lower, limits.upper, thresholds)
+
+
+@dataclass
+class Daemon:
+    """The composed daemon; `run_daemon` builds and runs one."""
+
+    setup: ArmSetup
+    hardware: ArmHardware
+    loop: ControlLoop
+    pipeline: GoalPipeline
+    bridge: MqttBridge
+    notifier: SystemdNotifier
+
+    @classmethod
+    def build(
+        cls, setup: ArmSetup, notifier: SystemdNotifier, clock: Callable[[], float]
+    ) -> Daemon:
+        hardware = ArmHardware(build_drivers(setup, clock), setup.transmission)
+        # The bridge's callbacks reach the daemon, which is assembled last: late-bound lambdas.
+        bridge = MqttBridge(
+            mqtt_settings(setup),
+            joint_names=[j for j in setup.tree.joint_names if j not in setup.fixed_joints],
+            link_names=setup.tree.link_names,
+            default_link=setup.tool_link,
+            on_goal=lambda goal: daemon.pipeline.submit(goal),  # noqa: PLW0108
+            on_estop=lambda command: daemon.estop(command),  # noqa: PLW0108
+            on_connection_change=lambda up: daemon.broker_connection(up),  # noqa: PLW0108
+        )
+        period = 1.0 / setup.loop_hz
+        loop = ControlLoop(
+            setup.tree,
+            setup.tool_link,
+            hardware,
+            safety_monitor(setup),
+            motion_limits(setup),
+            LoopSettings(
+                period_s=period,
+                telemetry_every=max(1, round(setup.loop_hz / setup.telemetry_hz)),
+                joint_tolerance=setup.safety.joint_tolerance,
+                settle_timeout_s=setup.safety.settle_timeout_s,
+                disable_on_fault=setup.safety.on_fault == "disable",
+            ),
+            Schedule(period, clock),
+            bridge.publish_status,
+            bridge.set_fault,
+            bridge.publish_telemetry,
+            on_mode_change=lambda mode: notifier.status(f"mode: {mode.value}"),
+        )
+        pipeline = GoalPipeline(
+            setup.tree,
+            setup.tool_link,
+            loop,
+            motion_limits(setup),
+            plan_settings(setup),
+            bridge.publish_status,
+        )
+        daemon = cls(setup, hardware, loop, pipeline, bridge, notifier)
+        return daemon
+
+    def estop(self, command: EstopCommand) -> None:
+        if command.engage:
+            log.warning("e-stop engaged over MQTT")
+            self.loop.engage_estop()
+        else:
+            log.info("reset requested over MQTT")
+            self.loop.reset()
+
+    def broker_connection(self, connected: bool) -> None:
+        if connected:
+            self.pipeline.accepting = True
+            return
+        if self.setup.broker_loss == "stop":
+            self.pipeline.accepting = False
+            if self.loop.moving:
+                log.warning("broker connection lost: stopping the current motion")
+                self.loop.submit(StopRequest(None, "broker connection lost"))
+        else:
+            log.warning("broker connection lost: finishing the current motion")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run until `stop` is set, then shut down cleanly."""
+        shutting_down = asyncio.Event()
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(self._control(shutting_down), name="control loop")
+            tasks.create_task(self.bridge.run(), name="mqtt bridge")
+            pipeline = tasks.create_task(self.pipeline.run(), name="goal pipeline")
+            await stop.wait()
+            self.notifier.stopping("stopping: bringing the arm to rest")
+            log.info("stopping: bringing the arm to rest")
+            pipeline.cancel()
+            await self._come_to_rest()
+            shutting_down.set()
+            self.bridge.request_stop()
+
+    async def _control(self, shutting_down: asyncio.Event) -> None:
+        """The control loop task, with the systemd hand-shakes it owns."""
+        interval = self.notifier.watchdog_interval_s()
+        every = max(1, int((interval or 1.0) / 2 * self.setup.loop_hz))
+        ready = False
+
+        def after_tick() -> None:
+            nonlocal ready
+            measured = self.loop.measured
+            if not ready and measured is not None and measured.complete():
+                ready = True
+                self.notifier.ready(f"mode: {self.loop.mode.value}")
+                log.info("ready: arm %r, %d driver(s)", self.setup.name, len(self.hardware.drivers))
+            if interval is not None and self.loop.tick_count % every == 0:
+                self.notifier.watchdog()
+            if self.loop.tick_count % stats_every == 0:
+                self.log_timing()
+
+        stats_every = max(1, int(STATS_INTERVAL_S * self.setup.loop_hz))
+        try:
+            await self.loop.run(shutting_down.is_set, after_tick)
+        finally:
+            self.log_timing()
+
+    def log_timing(self) -> None:
+        """One INFO line on the loop's timing (every minute and at shutdown)."""
+        stats = self.loop.schedule.stats()
+        log.info(
+            "loop timing: %d ticks, %d missed, period error p50 %.3f ms, p99 %.3f ms, "
+            "max %.3f ms; limiter interventions %d",
+            stats.ticks,
+            stats.missed,
+            stats.p50_s * 1e3,
+            stats.p99_s * 1e3,
+            stats.max_s * 1e3,
+            self.loop.limiter.interventions,
+        )
+
+    async def _come_to_rest(self) -> None:
+        if self.loop.moving or self.loop.mode == Mode.MOVING:
+            self.loop.submit(StopRequest(None, "daemon stopping"))
+        deadline = time.monotonic() + SHUTDOWN_STOP_TIMEOUT_S
+        while self.loop.busy and time.monotonic() < deadline:
+            await asyncio.sleep(self.loop.settings.period_s)
+
+
+async def run_daemon(
+    setup: ArmSetup,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    notifier: SystemdNotifier | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Run the daemon for `setup` until SIGTERM/SIGINT (or `stop`). Raises `ArmdError` when it
+    cannot start (lock held, a bus that cannot be opened)."""
+    notifier = notifier or SystemdNotifier()
+    stop = stop or asyncio.Event()
+    running = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        running.add_signal_handler(sig, stop.set)
+    with InstanceLock(setup.lock_file, setup.name):
+        daemon = Daemon.build(setup, notifier, clock)
+        try:
+            await daemon.hardware.open()
+        except DriverError as exc:
+            raise ArmdError(f"cannot open the drivers: {exc}") from exc
+        try:
+            await daemon.run(stop)
+        finally:
+            with contextlib.suppress(DriverError):
+                await daemon.hardware.disable()
+            await daemon.hardware.close()
+            log.info("stopped")

@@ -1,0 +1,244 @@
+"""The goal pipeline: validated goals in, planned motion requests out to the control loop.
+
+A goal never blocks the tick. Planning (IK seeded from the latest *measured* state, limit and
+reachability checks, the "no branch jump" rule, linear paths) runs in a worker thread; the compiled
+kernels release the GIL. The newest goal wins: a goal that is superseded before it was planned ends
+as ``preempted``; every goal gets a final status.
+
+Statuses: ``rejected`` (with the reason) when planning fails, else ``accepted`` and the request goes
+to the loop, which reports ``succeeded`` / ``aborted`` / ``preempted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from armd.loop import ControlLoop, MoveRequest, StopRequest
+from armd.messages import Goal, GoalStatus, JointsGoal, PoseGoal, StatusUpdate, StopGoal
+from armd.trajectory import MotionLimits
+from kinematics import KinematicTree, Pose
+from kinematics.ik import IKOptions
+from kinematics.quaternion import quat_conj, quat_mul, quat_to_axis_angle
+
+__all__ = ["GoalPipeline", "PlanSettings", "Rejected"]
+
+log = logging.getLogger(__name__)
+Array = NDArray[np.float64]
+PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSettings:
+    ik: IKOptions  # tolerances, time budget; max_joint_change = the "no branch jump" bound
+    linear_step: float  # m between IK samples of a linear path (and its angular counterpart)
+    angular_step: float  # rad
+    max_linear_speed: float  # m/s
+    max_angular_speed: float  # rad/s
+    pose_tolerance: tuple[float, float]  # m, rad: success check on the measured pose
+    fixed_joints: frozenset[str] = frozenset()
+    stop_wait_s: float = 10.0  # how long a linear goal waits for the arm to come to rest
+
+
+class Rejected(Exception):  # noqa: N818 (an outcome carried through the planner, not an error)
+    """Planning refused the goal; the message is the reason sent with the status."""
+
+
+class GoalPipeline:
+    """Plans goals one at a time in a worker thread; newest wins."""
+
+    def __init__(
+        self,
+        tree: KinematicTree,
+        tool_link: str,
+        loop: ControlLoop,
+        limits: MotionLimits,
+        settings: PlanSettings,
+        publish_status: Callable[[StatusUpdate], None],
+    ) -> None:
+        self.tree = tree
+        self.tool_link = tool_link
+        self.loop = loop
+        self.limits = limits
+        self.settings = settings
+        self._publish_status = publish_status
+        self._pending: Goal | None = None
+        self._wakeup = asyncio.Event()
+        self._sequence = 0
+        self.accepting = True  # False while the broker is away and `broker_loss: stop`
+
+    def submit(self, goal: Goal) -> None:
+        """Take a goal (synchronously, from the MQTT task). Stops act at once."""
+        self._sequence += 1
+        superseded, self._pending = self._pending, None
+        if superseded is not None and not isinstance(superseded, StopGoal):
+            self._status(superseded.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
+        if isinstance(goal, StopGoal):
+            self.loop.submit(StopRequest(goal.goal_id))
+            return
+        self._pending = goal
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        """Plan pending goals until cancelled."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            goal, self._pending = self._pending, None
+            if goal is not None and not isinstance(goal, StopGoal):
+                await self._handle(goal)
+
+    async def _handle(self, goal: PoseGoal | JointsGoal) -> None:
+        sequence = self._sequence
+        try:
+            if isinstance(goal, PoseGoal) and goal.motion == "linear":
+                await self._wait_at_rest()
+            request = await asyncio.to_thread(self.plan, goal)
+        except Rejected as exc:
+            self._status(goal.goal_id, GoalStatus.REJECTED, str(exc))
+            return
+        if sequence != self._sequence:  # a newer goal (or a stop) arrived while planning
+            self._status(goal.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
+            return
+        self._status(goal.goal_id, GoalStatus.ACCEPTED, None)
+        self.loop.submit(request)
+
+    async def _wait_at_rest(self) -> None:
+        """Linear paths start from rest: stop a running motion first."""
+        if not self.loop.moving:
+            return
+        self.loop.submit(StopRequest(None, "stopping before a linear move"))
+        deadline = asyncio.get_running_loop().time() + self.settings.stop_wait_s
+        while self.loop.moving:
+            if asyncio.get_running_loop().time() > deadline:
+                raise Rejected("the arm did not come to rest for the linear move")
+            await asyncio.sleep(self.loop.settings.period_s)
+
+    # -- planning (runs in a worker thread) -------------------------------------------------------
+
+    def plan(self, goal: PoseGoal | JointsGoal) -> MoveRequest:
+        """The loop request for a goal, or `Rejected` with the reason."""
+        if not self.accepting:
+            raise Rejected("the broker connection was lost; goals are refused until it is back")
+        if self.loop.commanded is None or self.loop.measured is None:
+            raise Rejected(f"arm is {self.loop.mode.value}: not ready for goals")
+        if isinstance(goal, JointsGoal):
+            return self._plan_joints(goal)
+        if goal.motion == "linear":
+            return self._plan_linear(goal)
+        return self._plan_pose(goal)
+
+    def _plan_joints(self, goal: JointsGoal) -> MoveRequest:
+        fixed = sorted(set(goal.positions) & self.settings.fixed_joints)
+        if fixed:
+            raise Rejected(f"positions: joints {fixed} are fixed by the configuration")
+        assert self.loop.commanded is not None
+        target = self.tree.q_from_mapping(dict(goal.positions), self.loop.commanded.position)
+        violations = self.tree.limits.check(target)
+        if violations:
+            raise Rejected("; ".join(str(v) for v in violations))
+        return MoveRequest(goal.goal_id, self.limits.scaled(goal.speed), target=target)
+
+    def _target(self, goal: PoseGoal) -> tuple[str, Pose | Array]:
+        link = goal.link or self.tool_link
+        if goal.orientation is None:
+            return link, np.array(goal.position)
+        return link, Pose(goal.position, goal.orientation)
+
+    def _plan_pose(self, goal: PoseGoal) -> MoveRequest:
+        link, target = self._target(goal)
+        assert self.loop.measured is not None
+        seed = self.loop.measured.position
+        result = self.tree.ik(target, seed, link, self.settings.ik)
+        if not result.success:
+            raise Rejected(self._why_unreachable(target, seed, link, result.message))
+        return MoveRequest(
+            goal.goal_id,
+            self.limits.scaled(goal.speed),
+            target=np.array(result.q),
+            tcp_target=target if isinstance(target, Pose) else None,
+            tcp_link=link,
+            tcp_tolerance=self.settings.pose_tolerance,
+        )
+
+    def _why_unreachable(self, target: Pose | Array, seed: Array, link: str, message: str) -> str:
+        """Tell 'out of reach' from 'reachable only by jumping to another branch'."""
+        bound = self.settings.ik.max_joint_change
+        if bound is not None:
+            anywhere = self.tree.ik(target, seed, link, _without_box(self.settings.ik))
+            if anywhere.success:
+                worst = float(np.max(np.abs(np.asarray(anywhere.q) - seed)))
+                return (
+                    f"target reachable only by moving a joint {worst:.2f} rad from its current "
+                    f"position (limit {bound:g} rad: no branch jumps); move closer first"
+                )
+        return f"target unreachable within the joint limits: IK {message}"
+
+    def _plan_linear(self, goal: PoseGoal) -> MoveRequest:
+        link, target = self._target(goal)
+        assert self.loop.commanded is not None
+        start_q = self.loop.commanded.position
+        start = self.tree.fk(start_q, link)
+        goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
+        distance, angle = start.distance_to(goal_pose)
+        steps = max(
+            1,
+            math.ceil(distance / self.settings.linear_step),
+            math.ceil(angle / self.settings.angular_step),
+        )
+        waypoints = [start_q]
+        step_options = _continuity_options(self.settings.ik)
+        for i in range(1, steps + 1):
+            pose = _interpolate(start, goal_pose, i / steps)
+            result = self.tree.ik(pose, waypoints[-1], link, step_options)
+            if not result.success:
+                where = ", ".join(f"{v:.3f}" for v in pose.translation)
+                raise Rejected(
+                    f"linear path infeasible at {100 * i / steps:.0f} % (position [{where}]): "
+                    f"{result.message}"
+                )
+            waypoints.append(np.array(result.q))
+        rate = min(
+            self.settings.max_linear_speed / max(distance, 1e-9),
+            self.settings.max_angular_speed / max(angle, 1e-9),
+        )
+        return MoveRequest(
+            goal.goal_id,
+            self.limits.scaled(goal.speed),
+            path=np.array(waypoints),
+            path_rate_limit=rate * goal.speed,
+            tcp_target=goal_pose,
+            tcp_link=link,
+            tcp_tolerance=self.settings.pose_tolerance,
+        )
+
+    def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
+        if status is GoalStatus.REJECTED:
+            log.info("goal %s rejected: %s", goal_id, reason)
+        self._publish_status(StatusUpdate(goal_id, status, reason))
+
+
+def _without_box(options: IKOptions) -> IKOptions:
+    return replace(options, max_joint_change=None)
+
+
+def _continuity_options(options: IKOptions) -> IKOptions:
+    """Each path sample is solved from the previous one, without restarts and within a small box:
+    a jump between neighbouring samples would leave the straight line."""
+    return replace(options, restarts=False, max_joint_change=PATH_STEP_MAX_JOINT_CHANGE)
+
+
+def _interpolate(start: Pose, end: Pose, s: float) -> Pose:
+    """Straight-line position and slerp orientation at s ∈ [0, 1]."""
+    position = start.translation + s * (end.translation - start.translation)
+    delta = quat_mul(quat_conj(start.quaternion), end.quaternion)
+    axis, angle = quat_to_axis_angle(delta)
+    half = 0.5 * s * float(angle)
+    partial = np.concatenate(([math.cos(half)], math.sin(half) * axis))
+    return Pose(position, quat_mul(start.quaternion, partial))

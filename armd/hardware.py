@@ -1,0 +1,140 @@
+"""The arm's hardware interface: every driver of the config behind one read/write in joint space.
+
+`ArmHardware` owns the drivers (one per bus) and the `ArmTransmission`; the control loop sees only
+joint-space arrays in ``q`` order. Drivers are read and written concurrently, one batched
+transaction per bus. A driver whose read fails keeps its devices' previous readings (with their old
+timestamps), so the loop's staleness checks decide; the failure is counted and logged, rate-limited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Mapping
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from armd.safety import MeasuredState
+from armd.transmission import ArmTransmission
+from drivers import DeviceFault, DeviceState, Driver, DriverError, DriverIOError
+
+__all__ = ["ArmHardware"]
+
+log = logging.getLogger(__name__)
+Array = NDArray[np.float64]
+_WARN_EVERY_S = 5.0
+
+
+class ArmHardware:
+    """Joint-space access to the drivers. Lifecycle: open → enable ⇄ disable → close."""
+
+    def __init__(
+        self,
+        drivers: Mapping[str, Driver],
+        transmission: ArmTransmission,
+        io_timeout_s: float = 0.25,
+    ) -> None:
+        self.drivers = dict(drivers)
+        self.transmission = transmission
+        self.joint_names = transmission.joint_names
+        self.io_timeout_s = io_timeout_s
+        self._states: dict[str, Mapping[str, DeviceState]] = {name: {} for name in self.drivers}
+        self.read_errors = 0
+        self._last_warning = -np.inf
+
+    async def _each(self, action: str, calls: Mapping[str, Awaitable[object]]) -> None:
+        """Await one call per driver concurrently; raise the first failure naming its driver."""
+        names = list(calls)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(calls[name], self.io_timeout_s * 8) for name in names),
+            return_exceptions=True,
+        )
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, TimeoutError):
+                raise DriverIOError(f"driver {name!r}: {action} timed out")
+            if isinstance(result, DriverError):
+                raise type(result)(f"driver {name!r}: {action}: {result}") from result
+            if isinstance(result, BaseException):
+                raise result
+
+    async def open(self) -> None:
+        """Open every bus; if one fails, close those already open and raise."""
+        try:
+            await self._each("open", {name: d.open() for name, d in self.drivers.items()})
+        except BaseException:
+            await self.close()
+            raise
+
+    async def enable(self) -> None:
+        try:
+            await self._each("enable", {name: d.enable() for name, d in self.drivers.items()})
+        except BaseException:
+            await self.disable()
+            raise
+
+    async def disable(self) -> None:
+        """Best effort on every driver; raises the first failure after trying all."""
+        await self._each("disable", {name: d.disable() for name, d in self.drivers.items()})
+
+    async def close(self) -> None:
+        """Close every driver; never raises `DriverError` (drivers' `close` promise)."""
+        await asyncio.gather(*(d.close() for d in self.drivers.values()), return_exceptions=True)
+
+    async def clear_faults(self) -> None:
+        await self._each("clear faults", {n: d.clear_faults() for n, d in self.drivers.items()})
+
+    async def read(self) -> MeasuredState:
+        """The measured joint state. A driver that fails keeps its previous readings."""
+        names = list(self.drivers)
+        results = await asyncio.gather(
+            *(asyncio.wait_for(self.drivers[n].read(), self.io_timeout_s) for n in names),
+            return_exceptions=True,
+        )
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException):
+                if not isinstance(result, DriverError | TimeoutError):
+                    raise result
+                self._read_failed(name, result)
+            else:
+                self._states[name] = result
+        return self._measured()
+
+    def _read_failed(self, driver: str, error: BaseException) -> None:
+        self.read_errors += 1
+        now = time.monotonic()
+        if now - self._last_warning >= _WARN_EVERY_S:
+            self._last_warning = now
+            log.warning("driver %r: read failed (%d so far): %s", driver, self.read_errors, error)
+
+    def _measured(self) -> MeasuredState:
+        t = self.transmission
+        n = len(t)
+        motor_p = np.full(n, np.nan)
+        motor_v = np.zeros(n)
+        stamps = np.full(len(self.joint_names), np.inf)  # fixed joints are never stale
+        faults: list[tuple[str, DeviceFault]] = []
+        for i, (driver, device) in enumerate(t.devices):
+            state = self._states[driver].get(device)
+            joint = t.driven[i]
+            if state is None:
+                stamps[joint] = -np.inf
+                continue
+            motor_p[i], motor_v[i], stamps[joint] = state.position, state.velocity, state.timestamp
+            if state.fault is not None:
+                faults.append((t.joints[i].joint, state.fault))
+        return MeasuredState(
+            position=t.joint_positions(motor_p),
+            velocity=t.joint_velocities(motor_v),
+            timestamp=stamps,
+            faults=tuple(faults),
+        )
+
+    async def write(self, position: ArrayLike, velocity: ArrayLike) -> None:
+        """Command every driven joint (positions and velocity feed-forward, q order)."""
+        commands = self.transmission.commands(position, velocity)
+        await self._each(
+            "write",
+            {name: self.drivers[name].write(commands.get(name, {})) for name in self.drivers},
+        )

@@ -1,0 +1,153 @@
+"""Values exchanged between the daemon's tasks (control loop, goal pipeline, MQTT bridge), and
+their JSON form on the MQTT topics of DESIGN.md.
+
+Units are SI (m, rad, s); quaternions ``[w, x, y, z]``. Everything here is immutable; the tasks
+pass these values through queues and one-slot mailboxes, never shared mutable state.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "EstopCommand",
+    "Fault",
+    "Goal",
+    "GoalStatus",
+    "JointsGoal",
+    "Mode",
+    "PoseGoal",
+    "Rejection",
+    "StatusUpdate",
+    "StopGoal",
+    "Telemetry",
+]
+
+
+class Mode(enum.StrEnum):
+    """What the control loop is doing (the ``mode`` field of ``state``)."""
+
+    INACTIVE = "inactive"  # drives disabled or not yet read
+    HOLDING = "holding"  # enabled, commanding a fixed position
+    MOVING = "moving"  # following a trajectory
+    STOPPING = "stopping"  # controlled stop at maximum deceleration
+    FAULT = "fault"  # latched fault: holding (or disabled) until reset
+    ESTOP = "estop"  # latched e-stop: holding (or disabled) until reset
+
+
+class GoalStatus(enum.StrEnum):
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    SUCCEEDED = "succeeded"
+    ABORTED = "aborted"
+    PREEMPTED = "preempted"
+
+    @property
+    def is_final(self) -> bool:
+        return self is not GoalStatus.ACCEPTED
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    """One message on ``goal/status``."""
+
+    goal_id: str | None
+    status: GoalStatus
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"id": self.goal_id, "status": self.status.value}
+        if self.reason is not None:
+            payload["reason"] = self.reason
+        return payload
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """The active fault, retained on ``fault``. `code` is a stable machine-readable name
+    (e.g. ``stale_feedback``, ``following_error``, ``device_fault``, ``driver_lost``)."""
+
+    code: str
+    message: str
+    joint: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.joint is not None:
+            payload["joint"] = self.joint
+        return payload
+
+
+@dataclass(frozen=True, slots=True)
+class Telemetry:
+    """One ``state`` message: the measured joint state and the FK of the tool link."""
+
+    t: float  # s, the daemon's monotonic clock
+    mode: Mode
+    joints: Mapping[str, tuple[float, float]]  # name -> (position, velocity)
+    tcp_link: str
+    tcp_position: tuple[float, float, float]
+    tcp_orientation: tuple[float, float, float, float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "mode": self.mode.value,
+            "joints": {
+                name: {"position": p, "velocity": v} for name, (p, v) in self.joints.items()
+            },
+            "tcp": {
+                "link": self.tcp_link,
+                "position": list(self.tcp_position),
+                "orientation": list(self.tcp_orientation),
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PoseGoal:
+    """Move a link to a pose (orientation None: position only)."""
+
+    goal_id: str
+    position: tuple[float, float, float]
+    orientation: tuple[float, float, float, float] | None = None
+    link: str | None = None
+    motion: Literal["joint", "linear"] = "joint"
+    speed: float = 1.0  # 0 < speed ≤ 1, scales velocity, acceleration and jerk limits
+
+
+@dataclass(frozen=True, slots=True)
+class JointsGoal:
+    """Move named joints to positions (the other joints keep their commanded position)."""
+
+    goal_id: str
+    positions: Mapping[str, float] = field(default_factory=dict)
+    speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class StopGoal:
+    """Controlled stop at maximum deceleration, then hold."""
+
+    goal_id: str | None = None
+
+
+Goal = PoseGoal | JointsGoal | StopGoal
+
+
+@dataclass(frozen=True, slots=True)
+class EstopCommand:
+    """``{"engage": true}`` latches a stop; ``{"reset": true}`` clears it (and latched faults)."""
+
+    engage: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """An input that was refused; `reason` names the field and why."""
+
+    goal_id: str | None
+    reason: str

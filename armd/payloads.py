@@ -1,0 +1,375 @@
+"""Validation of the payloads clients send on ``goal`` and ``estop`` (DESIGN.md, MQTT API).
+
+Every input becomes either a value of `armd.messages` or a `Rejection` whose reason names the
+field and why (``position[1]: nan is not a finite number``); nothing here raises on any input.
+
+Rules, stricter than plain JSON decoding so that mistakes are not silently ignored:
+
+- at most `MAX_PAYLOAD_BYTES`, UTF-8, one JSON object, no duplicate keys;
+- ``NaN`` and ``Infinity`` literals (which Python's `json` accepts) and numbers too large for a
+  float are not finite numbers and are refused wherever a number is expected;
+- booleans and strings are never numbers;
+- unknown keys are refused (a typo such as ``"postion"`` must not turn into a goal that ignores
+  the intended field);
+- ``id`` is a non-empty string of at most `MAX_ID_LENGTH` characters; it is read back for the
+  rejection whenever the payload is a JSON object carrying such a string, whatever else is wrong;
+- orientations are normalised; a quaternion of (near-)zero norm is refused;
+- ``speed`` is in (0, 1];
+- joint and link names must exist in the model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from collections.abc import Collection, Sequence
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic_core import ErrorDetails
+
+from armd.messages import EstopCommand, Goal, JointsGoal, PoseGoal, Rejection, StopGoal
+
+__all__ = [
+    "GOAL_TYPES",
+    "MAX_ID_LENGTH",
+    "MAX_PAYLOAD_BYTES",
+    "parse_estop",
+    "parse_goal",
+]
+
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_ID_LENGTH = 128
+GOAL_TYPES = ("pose", "joints", "stop")
+_MIN_QUATERNION_NORM = 1e-6
+_MAX_REASONS = 5  # a payload with many mistakes gets the first few, not an essay
+_MAX_SHOWN_CHARS = 60  # echoed client values are truncated in reasons
+_MAX_SHOWN_NAMES = 20
+
+_ID_RULE = f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
+
+Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Speed = Annotated[float, Strict(), Field(gt=0.0, le=1.0, allow_inf_nan=False)]
+GoalId = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_ID_LENGTH)]
+Name = Annotated[str, Strict()]
+
+
+class _Payload(BaseModel):
+    # Containers are lax (JSON arrays become tuples); every scalar is strict.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _PoseModel(_Payload):
+    id: GoalId
+    type: Literal["pose"]
+    position: tuple[Finite, Finite, Finite]
+    orientation: tuple[Finite, Finite, Finite, Finite] | None = None
+    link: Name | None = None
+    motion: Literal["joint", "linear"] = "joint"
+    speed: Speed = 1.0
+
+
+class _JointsModel(_Payload):
+    id: GoalId
+    type: Literal["joints"]
+    positions: dict[Name, Finite]
+    speed: Speed = 1.0
+
+
+class _StopModel(_Payload):
+    id: GoalId | None = None
+    type: Literal["stop"]
+
+
+class _EstopModel(_Payload):
+    engage: Annotated[bool, Strict()] | None = None
+    reset: Annotated[bool, Strict()] | None = None
+
+
+# Messages for errors about a whole field's shape rather than one of its elements.
+_SHAPE_RULES = {
+    "position": "must be an array of 3 numbers [x, y, z]",
+    "orientation": "must be an array of 4 numbers [w, x, y, z] or null",
+    "positions": "must be an object {joint name: position}",
+}
+_SHAPE_ERRORS = {"tuple_type", "too_short", "too_long", "dict_type", "model_type"}
+
+
+def parse_goal(
+    payload: bytes,
+    *,
+    joint_names: Collection[str],
+    link_names: Collection[str],
+    default_link: str,
+) -> Goal | Rejection:
+    """Parse a ``goal`` payload into a `PoseGoal`, `JointsGoal` or `StopGoal`, or a `Rejection`.
+
+    `joint_names` and `link_names` are the model's; `default_link` (the configured tool link)
+    becomes the goal's link when a pose goal names none. Never raises.
+    """
+    document = _decode(payload)
+    if isinstance(document, Rejection):
+        return document
+    goal_id = _recover_id(document)
+    goal_type = document.get("type")
+    if goal_type not in GOAL_TYPES:
+        allowed = ", ".join(repr(t) for t in GOAL_TYPES)
+        if "type" not in document:
+            return Rejection(goal_id, f"type: required field is missing; one of {allowed}")
+        return Rejection(goal_id, f"type: {_show(goal_type)} must be one of {allowed}")
+    if goal_type == "pose":
+        return _pose(document, goal_id, link_names, default_link)
+    if goal_type == "joints":
+        return _joints(document, goal_id, joint_names)
+    model = _validate(_StopModel, document, goal_id)
+    return model if isinstance(model, Rejection) else StopGoal(goal_id=model.id)
+
+
+def parse_estop(payload: bytes) -> EstopCommand | Rejection:
+    """Parse an ``estop`` payload: exactly ``{"engage": true}`` or ``{"reset": true}``."""
+    document = _decode(payload)
+    if isinstance(document, Rejection):
+        return document
+    goal_id = _recover_id(document)
+    model = _validate(_EstopModel, document, goal_id)
+    if isinstance(model, Rejection):
+        return model
+    problem = _estop_problem(model.engage, model.reset)
+    return Rejection(goal_id, problem) if problem else EstopCommand(engage=model.engage is True)
+
+
+def _estop_problem(engage: bool | None, reset: bool | None) -> str | None:
+    if engage is False:
+        return 'engage: must be true (to release the stop, send {"reset": true})'
+    if reset is False:
+        return "reset: must be true"
+    if engage is None and reset is None:
+        return 'payload must be {"engage": true} or {"reset": true}'
+    if engage and reset:
+        return "engage, reset: give exactly one of them, not both"
+    return None
+
+
+def _pose(
+    document: dict[str, Any], goal_id: str | None, link_names: Collection[str], default_link: str
+) -> PoseGoal | Rejection:
+    model = _validate(_PoseModel, document, goal_id)
+    if isinstance(model, Rejection):
+        return model
+    if model.link is not None and model.link not in link_names:
+        return Rejection(
+            goal_id, f"link: {_show(model.link)} unknown link; links: {_names(link_names)}"
+        )
+    orientation = None
+    if model.orientation is not None:
+        orientation = _unit_quaternion(model.orientation)
+        if orientation is None:
+            shown = _show(document["orientation"])
+            return Rejection(goal_id, f"orientation: {shown} must be a non-zero quaternion")
+    return PoseGoal(
+        goal_id=model.id,
+        position=model.position,
+        orientation=orientation,
+        link=model.link if model.link is not None else default_link,
+        motion=model.motion,
+        speed=model.speed,
+    )
+
+
+def _unit_quaternion(
+    q: tuple[float, float, float, float],
+) -> tuple[float, float, float, float] | None:
+    """`q` normalised, or None when its norm is below `_MIN_QUATERNION_NORM`."""
+    scale = max(abs(c) for c in q)  # scaled first so that huge components cannot overflow
+    if scale == 0.0:
+        return None
+    w, x, y, z = (c / scale for c in q)
+    unit_norm = math.hypot(w, x, y, z)
+    if scale * unit_norm < _MIN_QUATERNION_NORM:
+        return None
+    return (w / unit_norm, x / unit_norm, y / unit_norm, z / unit_norm)
+
+
+def _joints(
+    document: dict[str, Any], goal_id: str | None, joint_names: Collection[str]
+) -> JointsGoal | Rejection:
+    model = _validate(_JointsModel, document, goal_id)
+    if isinstance(model, Rejection):
+        return model
+    if not model.positions:
+        return Rejection(goal_id, "positions: must name at least one joint")
+    unknown = [name for name in model.positions if name not in joint_names]
+    if unknown:
+        reasons = [f"positions.{_name(name)}: unknown joint" for name in unknown[:_MAX_REASONS]]
+        return Rejection(goal_id, f"{'; '.join(reasons)}; joints: {_names(joint_names)}")
+    return JointsGoal(goal_id=model.id, positions=dict(model.positions), speed=model.speed)
+
+
+def _decode(payload: bytes) -> dict[str, Any] | Rejection:
+    """Bytes -> a JSON object, or the rejection saying why not."""
+    text = _text(payload)
+    if isinstance(text, Rejection):
+        return text
+    duplicates: list[str] = []
+    document = _load(text, duplicates)
+    if isinstance(document, Rejection):
+        return document
+    if not isinstance(document, dict):
+        return Rejection(None, f"payload must be a JSON object, not {_json_kind(document)}")
+    if duplicates:
+        keys = ", ".join(_show(key) for key in duplicates[:_MAX_REASONS])
+        return Rejection(_recover_id(document), f"duplicate key(s) in the JSON object: {keys}")
+    return document
+
+
+def _text(payload: bytes) -> str | Rejection:
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        return Rejection(None, f"payload too large: {len(payload)} bytes > {MAX_PAYLOAD_BYTES}")
+    try:
+        return bytes(payload).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Rejection(None, f"payload is not valid UTF-8: byte {exc.start} ({exc.reason})")
+
+
+def _load(text: str, duplicates: list[str]) -> Any:
+    """JSON text -> a Python value (NaN and Infinity included), or a `Rejection`."""
+    try:
+        return json.loads(text, object_pairs_hook=lambda pairs: _object(pairs, duplicates))
+    except RecursionError:
+        return Rejection(None, "not valid JSON: nested too deeply")
+    except json.JSONDecodeError as exc:
+        return Rejection(None, f"not valid JSON: {exc}")
+    except ValueError:  # Python refuses to convert integers of more than 4300 digits
+        return Rejection(None, "not valid JSON: a number has too many digits")
+
+
+def _object(pairs: list[tuple[str, Any]], duplicates: list[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            duplicates.append(key)
+        result[key] = value
+    return result
+
+
+def _recover_id(document: dict[str, Any]) -> str | None:
+    goal_id = document.get("id")
+    if isinstance(goal_id, str) and 0 < len(goal_id) <= MAX_ID_LENGTH:
+        return goal_id
+    return None
+
+
+_M = TypeVar("_M", bound=_Payload)
+
+
+def _validate(model: type[_M], document: dict[str, Any], goal_id: str | None) -> _M | Rejection:
+    try:
+        return model.model_validate(document)
+    except ValidationError as exc:
+        reasons = [_reason(error, model.model_fields) for error in exc.errors(include_url=False)]
+        return Rejection(goal_id, _join(reasons))
+    except (OverflowError, ValueError) as exc:  # defensive: nothing a client sends may escape
+        return Rejection(goal_id, f"invalid payload: {exc}")
+
+
+def _join(all_reasons: Sequence[str]) -> str:
+    reasons = list(dict.fromkeys(all_reasons))  # distinct, in order
+    more = len(reasons) - _MAX_REASONS
+    text = "; ".join(reasons[:_MAX_REASONS])
+    return f"{text}; and {more} more" if more > 0 else text
+
+
+def _reason(error: ErrorDetails, fields: Collection[str]) -> str:
+    loc = error["loc"]
+    kind = error["type"]
+    value = error.get("input")
+    head = str(loc[0]) if loc else ""
+    if head == "id" and kind != "extra_forbidden":
+        prefix = "required field is missing; it " if kind == "missing" else ""
+        return f"id: {prefix}{_ID_RULE}"
+    if head in _SHAPE_RULES and (kind in _SHAPE_ERRORS or (kind == "missing" and len(loc) > 1)):
+        return f"{head}: {_SHAPE_RULES[head]}"
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(head, fields, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"{_path(loc)}: unknown field{hint}"
+    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
+        kind = "finite_number"  # an integer too large for a float
+    template = _TEMPLATES.get(kind, "{field}: {message}")
+    return template.format(
+        field=_path(loc),
+        value=_show(value),
+        expected=error.get("ctx", {}).get("expected", ""),
+        message=error["msg"],
+    )
+
+
+_TEMPLATES = {
+    "missing": "{field}: required field is missing",
+    "finite_number": "{field}: {value} is not a finite number",
+    "float_type": "{field}: {value} is not a number",
+    "string_type": "{field}: {value} is not a string",
+    "bool_type": "{field}: {value} is not true or false",
+    "literal_error": "{field}: {value} must be {expected}",
+    # speed is the only bounded field
+    "greater_than": "{field}: {value} must be in (0, 1]",
+    "less_than_equal": "{field}: {value} must be in (0, 1]",
+}
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    parts: list[str] = []
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(("." if parts else "") + _name(part))
+    return "".join(parts) or "payload"
+
+
+def _show(value: object) -> str:
+    """A short, JSON-like rendering of a client's value for a reason."""
+    return _clip(_render(value, depth=0))
+
+
+def _render(value: object, depth: int) -> str:
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)  # null, true, false as the client wrote them
+    if isinstance(value, int):
+        text = str(value) if value.bit_length() < 200 else "a huge integer"
+    elif isinstance(value, float | str):
+        text = repr(value)  # nan, inf; strings quoted with control characters escaped
+    elif isinstance(value, list | tuple):
+        items = [_render(v, depth + 1) for v in value[:8]] if depth < 2 else ["..."]
+        text = "[" + ", ".join(items) + (", ...]" if len(value) > 8 else "]")
+    else:
+        text = "{...}" if isinstance(value, dict) else type(value).__name__
+    return text
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_SHOWN_CHARS else text[: _MAX_SHOWN_CHARS - 3] + "..."
+
+
+def _name(text: str) -> str:
+    """A client-chosen key for a reason: as is when printable, else escaped (no log injection)."""
+    return _clip(text if text.isprintable() else repr(text))
+
+
+def _names(names: Collection[str]) -> str:
+    shown = list(names)
+    text = ", ".join(shown[:_MAX_SHOWN_NAMES])
+    return f"[{text}{', ...' if len(shown) > _MAX_SHOWN_NAMES else ''}]"
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"

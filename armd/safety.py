@@ -1,0 +1,165 @@
+"""Safety checks run on every tick, before anything is commanded.
+
+`SafetyMonitor.check` looks at the measured state and the last command and returns what the loop
+must do: nothing, *hold* (feedback briefly stale: stop the motion, keep the drives), or a `Fault`
+(latched by the loop until an explicit reset). Thresholds come from the config's `safety` section;
+DESIGN.md gives the defaults.
+
+- stale feedback: a joint's reading older than ``max(stale_hold_ticks × period, stale_hold_s)``
+  → hold; older than `stale_fault_s` → fault ``stale_feedback``;
+- device faults reported by a driver → fault ``device_fault`` naming the joint and the code;
+- measured position outside the limits by more than `limit_tolerance` → fault ``limit_exceeded``;
+- following error ``|commanded - measured|`` beyond ``following_error +
+  following_error_per_velocity × |commanded velocity|`` → fault ``following_error``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from armd.messages import Fault
+from drivers import DeviceFault
+
+__all__ = ["MeasuredState", "SafetyMonitor", "SafetyThresholds", "Verdict"]
+
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredState:
+    """The arm's measured state in joint space (q order).
+
+    position: rad or m (NaN for a joint never read); velocity: rad/s or m/s;
+    timestamp: s, when each joint's reading was taken (-inf: never);
+    faults: the device faults reported this tick, by joint name.
+    """
+
+    position: Array
+    velocity: Array
+    timestamp: Array
+    faults: tuple[tuple[str, DeviceFault], ...] = ()
+
+    def complete(self) -> bool:
+        """Every joint has been read at least once."""
+        return bool(np.all(np.isfinite(self.position)))
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyThresholds:
+    stale_hold_s: float  # already max(ticks × period, seconds)
+    stale_fault_s: float
+    following_error: float
+    following_error_per_velocity: float
+    limit_tolerance: float
+
+
+class Verdict(enum.Enum):
+    OK = "ok"
+    HOLD = "hold"
+    FAULT = "fault"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    verdict: Verdict
+    fault: Fault | None = None
+    reason: str = ""
+
+
+_OK = Check(Verdict.OK)
+
+
+class SafetyMonitor:
+    """Stateless checks over (measured state, last command, now)."""
+
+    def __init__(
+        self,
+        joint_names: Sequence[str],
+        lower: Array,
+        upper: Array,
+        thresholds: SafetyThresholds,
+    ) -> None:
+        self.joint_names = tuple(joint_names)
+        self.lower = lower
+        self.upper = upper
+        self.thresholds = thresholds
+
+    def check(
+        self,
+        measured: MeasuredState,
+        now: float,
+        commanded: Array | None = None,
+        commanded_velocity: Array | None = None,
+    ) -> Check:
+        """The most severe problem of this tick (faults before holds)."""
+        for check in (
+            self._device_faults(measured),
+            self._staleness(measured, now),
+            self._outside_limits(measured),
+            self._following_error(measured, commanded, commanded_velocity),
+        ):
+            if check.verdict is not Verdict.OK:
+                return check
+        return _OK
+
+    def _device_faults(self, measured: MeasuredState) -> Check:
+        if not measured.faults:
+            return _OK
+        joint, fault = measured.faults[0]
+        message = f"joint {joint!r}: device fault {fault.code:#x}: {fault.message}"
+        return Check(Verdict.FAULT, Fault("device_fault", message, joint))
+
+    def _staleness(self, measured: MeasuredState, now: float) -> Check:
+        age = now - measured.timestamp
+        worst = int(np.argmax(age))
+        if age[worst] > self.thresholds.stale_fault_s:
+            joint = self.joint_names[worst]
+            message = (
+                f"joint {joint!r}: no valid feedback for {age[worst]:.3f} s "
+                f"(fault after {self.thresholds.stale_fault_s:g} s)"
+            )
+            return Check(Verdict.FAULT, Fault("stale_feedback", message, joint))
+        if age[worst] > self.thresholds.stale_hold_s:
+            joint = self.joint_names[worst]
+            return Check(Verdict.HOLD, reason=f"joint {joint!r}: feedback {age[worst]:.3f} s old")
+        return _OK
+
+    def _outside_limits(self, measured: MeasuredState) -> Check:
+        tol = self.thresholds.limit_tolerance
+        outside = (measured.position < self.lower - tol) | (measured.position > self.upper + tol)
+        if not np.any(outside):
+            return _OK
+        i = int(np.flatnonzero(outside)[0])
+        joint = self.joint_names[i]
+        message = (
+            f"joint {joint!r}: measured {measured.position[i]:.4f} outside "
+            f"[{self.lower[i]:.4f}, {self.upper[i]:.4f}] (tolerance {tol:g})"
+        )
+        return Check(Verdict.FAULT, Fault("limit_exceeded", message, joint))
+
+    def _following_error(
+        self, measured: MeasuredState, commanded: Array | None, velocity: Array | None
+    ) -> Check:
+        if commanded is None:
+            return _OK
+        speed = np.abs(velocity) if velocity is not None else 0.0
+        bound = (
+            self.thresholds.following_error + self.thresholds.following_error_per_velocity * speed
+        )
+        error = np.abs(commanded - measured.position)
+        exceeded = error > bound
+        if not np.any(exceeded):
+            return _OK
+        i = int(np.argmax(np.where(exceeded, error - bound, -np.inf)))
+        joint = self.joint_names[i]
+        bound_i = float(np.broadcast_to(bound, error.shape)[i])
+        message = (
+            f"joint {joint!r}: following error {error[i]:.4f} exceeds {bound_i:.4f} "
+            f"(commanded {commanded[i]:.4f}, measured {measured.position[i]:.4f})"
+        )
+        return Check(Verdict.FAULT, Fault("following_error", message, joint))

@@ -1,0 +1,271 @@
+"""Time-parameterised motions in joint space, sampled by the control loop once per tick.
+
+Every motion starts from the loop's current *commanded* state (position, velocity, acceleration),
+so switching motions (pre-emption, stops) is continuous. Jerk-limited profiles come from ruckig
+(state-to-state only; its intermediate-waypoint feature calls a cloud service and is never used):
+
+- `JointMotion`: a synchronised move of all joints to a target at rest;
+- `PathMotion`: a precomputed joint path (e.g. the IK solutions along a straight tool line),
+  followed by a 1-DOF jerk-limited profile of the path parameter whose limits are derived from the
+  path's joint derivatives, so that no joint exceeds its limits;
+- `StopMotion`: every joint brought to rest at maximum deceleration (velocity interface, no
+  synchronisation), then held;
+- `Hold`: a constant position.
+
+Arrays are in q order: rad (m), rad/s, rad/s².
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from ruckig import (
+    ControlInterface,
+    InputParameter,
+    Result,
+    Ruckig,
+    Synchronization,
+    Trajectory,
+)
+
+from armd.errors import ArmdError
+
+__all__ = [
+    "Hold",
+    "JointMotion",
+    "Motion",
+    "MotionLimits",
+    "PathMotion",
+    "PlanningError",
+    "Setpoint",
+    "StopMotion",
+]
+
+Array = NDArray[np.float64]
+
+
+class PlanningError(ArmdError):
+    """No trajectory satisfies the request (the message says which input and why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setpoint:
+    """A commanded state: position, velocity and acceleration per joint."""
+
+    position: Array
+    velocity: Array
+    acceleration: Array
+
+    @classmethod
+    def at_rest(cls, position: Array) -> Setpoint:
+        zeros = np.zeros_like(position)
+        return cls(position.copy(), zeros, zeros.copy())
+
+
+@dataclass(frozen=True, slots=True)
+class MotionLimits:
+    """Per-joint velocity, acceleration and jerk bounds (all > 0, finite)."""
+
+    velocity: Array
+    acceleration: Array
+    jerk: Array
+
+    def covering(self, state: Setpoint) -> MotionLimits:
+        """These limits, raised where needed to include the current velocity and acceleration:
+        a slower goal pre-empting a faster motion slows down along its new profile instead of
+        being refused. Callers pass scaled limits, so the raised ones stay within the joints'."""
+        return MotionLimits(
+            np.maximum(self.velocity, np.abs(state.velocity)),
+            np.maximum(self.acceleration, np.abs(state.acceleration)),
+            self.jerk,
+        )
+
+    def scaled(self, speed: float) -> MotionLimits:
+        """Limits for a move at `speed` ∈ (0, 1]: time slowed uniformly by `speed`, i.e.
+        velocity × speed, acceleration × speed², jerk × speed³ (same path, 1/speed as long)."""
+        if not 0.0 < speed <= 1.0:
+            raise PlanningError(f"speed: {speed} must be in (0, 1]")
+        return MotionLimits(
+            self.velocity * speed, self.acceleration * speed**2, self.jerk * speed**3
+        )
+
+
+class Motion(abc.ABC):
+    """A motion sampled at times t ≥ 0 since its start."""
+
+    duration: float
+
+    @abc.abstractmethod
+    def sample(self, t: float) -> Setpoint:
+        """The commanded state at t (clamped to [0, duration]: after the end, the final state)."""
+
+    def done(self, t: float) -> bool:
+        return t >= self.duration
+
+
+def _ruckig_input(start: Setpoint, limits: MotionLimits) -> InputParameter:
+    n = start.position.shape[0]
+    inp = InputParameter(n)
+    inp.current_position = start.position.tolist()
+    inp.current_velocity = start.velocity.tolist()
+    inp.current_acceleration = start.acceleration.tolist()
+    inp.max_velocity = limits.velocity.tolist()
+    inp.max_acceleration = limits.acceleration.tolist()
+    inp.max_jerk = limits.jerk.tolist()
+    return inp
+
+
+def _calculate(inp: InputParameter, what: str) -> Trajectory:
+    trajectory = Trajectory(inp.degrees_of_freedom)
+    try:
+        result = Ruckig(inp.degrees_of_freedom).calculate(inp, trajectory)
+    except (ValueError, RuntimeError) as exc:  # ruckig reports some failures as exceptions
+        raise PlanningError(f"{what}: no trajectory ({exc})") from exc
+    if result not in (Result.Working, Result.Finished):
+        raise PlanningError(f"{what}: no trajectory ({result.name})")
+    return trajectory
+
+
+class _RuckigMotion(Motion):
+    def __init__(self, trajectory: Trajectory) -> None:
+        self._trajectory = trajectory
+        self.duration = float(trajectory.duration)
+
+    def sample(self, t: float) -> Setpoint:
+        p, v, a = self._trajectory.at_time(min(max(t, 0.0), self.duration))
+        return Setpoint(np.array(p), np.array(v), np.array(a))
+
+
+class JointMotion(_RuckigMotion):
+    """Synchronised, time-optimal (under the limits) move from `start` to `target` at rest."""
+
+    def __init__(self, start: Setpoint, target: Array, limits: MotionLimits) -> None:
+        if target.shape != start.position.shape or not np.all(np.isfinite(target)):
+            raise PlanningError(f"target {target.tolist()} must be {start.position.size} numbers")
+        inp = _ruckig_input(start, limits.covering(start))
+        inp.target_position = target.tolist()
+        inp.target_velocity = [0.0] * target.size
+        inp.target_acceleration = [0.0] * target.size
+        super().__init__(_calculate(inp, "joint motion"))
+        self.target = target.copy()
+
+
+class StopMotion(_RuckigMotion):
+    """Each joint decelerates to rest as fast as its limits allow, then holds."""
+
+    def __init__(self, start: Setpoint, limits: MotionLimits) -> None:
+        inp = _ruckig_input(start, limits)
+        inp.control_interface = ControlInterface.Velocity
+        inp.synchronization = Synchronization.No
+        inp.target_velocity = [0.0] * start.position.size
+        inp.target_acceleration = [0.0] * start.position.size
+        # A start beyond the velocity limit (it cannot be: the limiter forbids it) would make
+        # ruckig refuse; clip so that a stop is always possible.
+        inp.current_velocity = np.clip(start.velocity, -limits.velocity, limits.velocity).tolist()
+        super().__init__(_calculate(inp, "stop"))
+        self.target = np.array(self._trajectory.at_time(self.duration)[0])
+
+
+class Hold(Motion):
+    """Hold a position."""
+
+    def __init__(self, position: Array) -> None:
+        self.duration = 0.0
+        self.target = position.copy()
+        self._setpoint = Setpoint.at_rest(position)
+
+    def sample(self, t: float) -> Setpoint:
+        return self._setpoint
+
+
+class PathMotion(Motion):
+    """Follow joint waypoints (m, n) — samples of a path at uniform steps of its parameter s ∈
+    [0, 1] — starting and ending at rest.
+
+    q(s) is a cubic Hermite (Catmull-Rom) interpolation of the waypoints, hence C¹. s(t) is a
+    jerk-limited 1-DOF profile whose velocity and acceleration bounds keep every joint within its
+    limits: q̇ = q'(s) ṡ and q̈ = q'(s) s̈ + q''(s) ṡ², bounded with the largest |q'| and |q''|
+    along the path. `rate_limit` (1/s) caps ṡ further, e.g. from a Cartesian speed limit.
+    """
+
+    def __init__(
+        self, waypoints: Array, limits: MotionLimits, rate_limit: float = float("inf")
+    ) -> None:
+        if waypoints.ndim != 2 or waypoints.shape[0] < 2 or not np.all(np.isfinite(waypoints)):
+            raise PlanningError("a path needs at least 2 finite waypoints")
+        self._q = waypoints.copy()
+        self._segments = waypoints.shape[0] - 1
+        self._tangents = self._catmull_rom_tangents(self._q)
+        self.target = waypoints[-1].copy()
+        d1, d2 = self._derivative_bounds()
+        s_velocity = float(np.min(limits.velocity / np.maximum(d1, 1e-12)))
+        # Split the acceleration budget: half for q' s̈, half for q'' ṡ² at the top speed.
+        s_velocity = min(
+            s_velocity, float(np.min(np.sqrt(0.5 * limits.acceleration / np.maximum(d2, 1e-12))))
+        )
+        s_velocity = min(s_velocity, rate_limit)
+        s_acceleration = float(np.min(0.5 * limits.acceleration / np.maximum(d1, 1e-12)))
+        s_jerk = float(np.min(limits.jerk / np.maximum(d1, 1e-12))) * 0.5
+        inp = _ruckig_input(
+            Setpoint.at_rest(np.zeros(1)),
+            MotionLimits(np.array([s_velocity]), np.array([s_acceleration]), np.array([s_jerk])),
+        )
+        inp.target_position = [1.0]
+        inp.target_velocity = [0.0]
+        inp.target_acceleration = [0.0]
+        self._profile = _calculate(inp, "path time scaling")
+        self.duration = float(self._profile.duration)
+
+    @staticmethod
+    def _catmull_rom_tangents(q: Array) -> Array:
+        """dq/du per segment parameter u ∈ [0, 1] at each waypoint (one-sided at the ends)."""
+        tangents = np.empty_like(q)
+        tangents[1:-1] = 0.5 * (q[2:] - q[:-2])
+        tangents[0] = q[1] - q[0]
+        tangents[-1] = q[-1] - q[-2]
+        return tangents
+
+    def _hermite(self, s: float) -> tuple[Array, Array, Array]:
+        """q, dq/ds, d²q/ds² at s ∈ [0, 1]."""
+        x = min(max(s, 0.0), 1.0) * self._segments
+        i = min(int(x), self._segments - 1)
+        u = x - i
+        p0, p1, m0, m1 = self._q[i], self._q[i + 1], self._tangents[i], self._tangents[i + 1]
+        h00, h10, h01, h11 = (
+            2 * u**3 - 3 * u**2 + 1,
+            u**3 - 2 * u**2 + u,
+            -2 * u**3 + 3 * u**2,
+            u**3 - u**2,
+        )
+        d00, d10, d01, d11 = (
+            6 * u**2 - 6 * u,
+            3 * u**2 - 4 * u + 1,
+            -6 * u**2 + 6 * u,
+            3 * u**2 - 2 * u,
+        )
+        e00, e10, e01, e11 = 12 * u - 6, 6 * u - 4, -12 * u + 6, 6 * u - 2
+        n = self._segments
+        q = h00 * p0 + h10 * m0 + h01 * p1 + h11 * m1
+        dq = (d00 * p0 + d10 * m0 + d01 * p1 + d11 * m1) * n
+        ddq = (e00 * p0 + e10 * m0 + e01 * p1 + e11 * m1) * n * n
+        return q, dq, ddq
+
+    def _derivative_bounds(self) -> tuple[Array, Array]:
+        """The largest |dq/ds| and |d²q/ds²| per joint, sampled densely along the path."""
+        samples = np.linspace(0.0, 1.0, 8 * self._segments + 1)
+        d1 = np.zeros(self._q.shape[1])
+        d2 = np.zeros(self._q.shape[1])
+        for s in samples:
+            _, dq, ddq = self._hermite(float(s))
+            d1 = np.maximum(d1, np.abs(dq))
+            d2 = np.maximum(d2, np.abs(ddq))
+        # Sampling can miss the exact maximum between samples: keep a margin.
+        return d1 * 1.05, d2 * 1.05
+
+    def sample(self, t: float) -> Setpoint:
+        s, s_dot, s_ddot = (x[0] for x in self._profile.at_time(min(max(t, 0.0), self.duration)))
+        q, dq, ddq = self._hermite(s)
+        return Setpoint(q, dq * s_dot, dq * s_ddot + ddq * s_dot * s_dot)

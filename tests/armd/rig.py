@@ -1,0 +1,145 @@
+"""A control loop on the simulated UR5, ticked by hand on a manual clock (shared by the loop and
+goal-pipeline tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from armd.hardware import ArmHardware
+from armd.loop import ControlLoop, LoopSettings, MoveRequest
+from armd.messages import Fault, StatusUpdate, Telemetry
+from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.timing import Schedule
+from armd.trajectory import MotionLimits
+from armd.transmission import ArmTransmission, Transmission
+from drivers.sim import ManualClock, SimDriver
+from kinematics import JointLimit, KinematicTree
+
+ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
+PERIOD = 0.004
+VELOCITY, ACCELERATION, JERK = 2.0, 8.0, 160.0
+EPS = 1e-9
+LIMITS = MotionLimits(np.full(6, VELOCITY), np.full(6, ACCELERATION), np.full(6, JERK))
+
+
+@dataclass
+class Rig:
+    loop: ControlLoop
+    driver: SimDriver
+    clock: ManualClock
+    statuses: list[StatusUpdate] = field(default_factory=list)
+    faults: list[Fault | None] = field(default_factory=list)
+    telemetry: list[Telemetry] = field(default_factory=list)
+    commands: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (limiter resets, q)
+
+    async def run(self, ticks: int) -> None:
+        for _ in range(ticks):
+            await self.loop.tick()
+            if self.loop.commanded is not None:
+                self.commands.append(
+                    (self.loop.limiter.resets, self.loop.commanded.position.copy())
+                )
+            self.clock.advance(PERIOD)
+
+    async def run_until(self, condition, limit_s: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+        for _ in range(int(limit_s / PERIOD)):
+            if condition():
+                return
+            await self.run(1)
+        raise AssertionError("condition not reached in simulated time")
+
+    def final(self, goal_id: str) -> StatusUpdate | None:
+        return next((s for s in self.statuses if s.goal_id == goal_id and s.status.is_final), None)
+
+
+def ur5() -> KinematicTree:
+    tree = KinematicTree.load(ROBOTS / "ur5.urdf")
+    return tree.with_limits(
+        {name: JointLimit(-3.0, 3.0, VELOCITY, ACCELERATION) for name in tree.joint_names}
+    )
+
+
+async def make_rig(q0: np.ndarray | None = None, *, disable_on_fault: bool = False) -> Rig:
+    tree = ur5()
+    q0 = np.zeros(tree.dof) if q0 is None else q0
+    gears = [1.0, 50.0, 1.0, 1.0, 2.0, 1.0]
+    signs = [1, 1, -1, 1, 1, 1]
+    transmissions = [
+        Transmission(name, "sim", f"m{i}", gears[i], signs[i], 0.1 * i)  # type: ignore[arg-type]
+        for i, name in enumerate(tree.joint_names)
+    ]
+    transmission = ArmTransmission(tree.joint_names, transmissions)
+    motor_q0 = transmission.motor_positions(q0)
+    clock = ManualClock()
+    params = SimDriver.Params(
+        devices={
+            f"m{i}": {
+                "initial_position": float(motor_q0[i]),
+                "max_velocity": 200.0,
+                "max_acceleration": 2000.0,
+            }
+            for i in range(tree.dof)
+        }
+    )
+    driver = SimDriver(params, clock=clock)
+    hardware = ArmHardware({"sim": driver}, transmission)
+    limits = LIMITS
+    monitor = SafetyMonitor(
+        tree.joint_names,
+        tree.limits.lower,
+        tree.limits.upper,
+        SafetyThresholds(
+            stale_hold_s=0.05,
+            stale_fault_s=0.25,
+            following_error=0.05,
+            following_error_per_velocity=0.1,
+            limit_tolerance=0.02,
+        ),
+    )
+    settings = LoopSettings(
+        period_s=PERIOD,
+        telemetry_every=5,
+        joint_tolerance=0.005,
+        settle_timeout_s=2.0,
+        disable_on_fault=disable_on_fault,
+    )
+    rig_lists: dict[str, list] = {"s": [], "f": [], "t": []}  # type: ignore[type-arg]
+    loop = ControlLoop(
+        tree,
+        "tool0",
+        hardware,
+        monitor,
+        limits,
+        settings,
+        Schedule(PERIOD, clock),
+        rig_lists["s"].append,
+        rig_lists["f"].append,
+        rig_lists["t"].append,
+    )
+    await hardware.open()
+    return Rig(loop, driver, clock, rig_lists["s"], rig_lists["f"], rig_lists["t"])
+
+
+def assert_within_limits(rig: Rig) -> None:
+    """Every command within the position limits; velocity and acceleration (finite differences)
+    within theirs, inside each stretch of continuous control (a reset restarts from the measured
+    position, which is where the drive already is)."""
+    limits = rig.loop.tree.limits
+    segments: dict[int, list[np.ndarray]] = {}
+    for resets, q in rig.commands:
+        segments.setdefault(resets, []).append(q)
+    for stretch in segments.values():
+        commands = np.array(stretch)
+        assert np.all(commands >= limits.lower - EPS)
+        assert np.all(commands <= limits.upper + EPS)
+        velocity = np.diff(commands, axis=0) / PERIOD
+        assert np.all(np.abs(velocity) <= VELOCITY + 1e-6)
+        acceleration = np.diff(velocity, axis=0) / PERIOD
+        assert np.all(np.abs(acceleration) <= ACCELERATION * (1 + 1e-6) + 1e-6)
+
+
+def move(goal_id: str, target: list[float], speed: float = 1.0) -> MoveRequest:
+    return MoveRequest(goal_id, LIMITS.scaled(speed), target=np.array(target))

@@ -1,0 +1,156 @@
+"""The goal pipeline: planning, rejections with reasons, newest-wins, linear paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from armd.goals import GoalPipeline, PlanSettings, Rejected
+from armd.loop import MoveRequest, StopRequest
+from armd.messages import GoalStatus, JointsGoal, PoseGoal, StatusUpdate, StopGoal
+from kinematics.ik import IKOptions
+from tests.armd.rig import LIMITS, Rig, make_rig
+
+SETTINGS = PlanSettings(
+    ik=IKOptions(max_joint_change=1.0, time_budget_s=0.05),
+    linear_step=0.005,
+    angular_step=0.05,
+    max_linear_speed=0.25,
+    max_angular_speed=1.0,
+    pose_tolerance=(1e-3, 1e-2),
+    fixed_joints=frozenset({"wrist_3_joint"}),
+)
+Q0 = np.array([0.0, -1.2, 1.4, -1.5, -1.57, 0.0])
+
+
+async def pipeline_rig() -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
+    rig = await make_rig(Q0)
+    await rig.run(1)
+    statuses: list[StatusUpdate] = []
+    pipeline = GoalPipeline(rig.loop.tree, "tool0", rig.loop, LIMITS, SETTINGS, statuses.append)
+    return rig, pipeline, statuses
+
+
+def reason_of(goal: PoseGoal | JointsGoal, pipeline: GoalPipeline) -> str:
+    with pytest.raises(Rejected) as info:
+        pipeline.plan(goal)
+    return str(info.value)
+
+
+async def test_joints_goal_plans_a_joint_target_keeping_unnamed_joints() -> None:
+    rig, pipeline, _ = await pipeline_rig()
+    request = pipeline.plan(JointsGoal("j", {"elbow_joint": 1.0}, speed=0.5))
+    assert request.target is not None
+    expected = rig.loop.commanded.position.copy()  # type: ignore[union-attr]
+    expected[2] = 1.0
+    np.testing.assert_allclose(request.target, expected, atol=1e-12)
+    np.testing.assert_allclose(request.limits.velocity, LIMITS.velocity * 0.5)
+
+
+async def test_joints_out_of_limits_and_fixed_joints_are_rejected_with_reasons() -> None:
+    _, pipeline, _ = await pipeline_rig()
+    assert reason_of(JointsGoal("j", {"elbow_joint": 3.5}), pipeline) == (
+        "joint 'elbow_joint': 3.5 outside [-3, 3]"
+    )
+    assert "fixed" in reason_of(JointsGoal("j", {"wrist_3_joint": 0.1}), pipeline)
+
+
+async def test_pose_goal_is_solved_from_the_measured_state() -> None:
+    rig, pipeline, _ = await pipeline_rig()
+    q_target = Q0 + np.array([0.3, 0.2, -0.2, 0.1, 0.2, 0.0])
+    target = rig.loop.tree.fk(q_target, "tool0")
+    goal = PoseGoal("p", tuple(target.translation), tuple(target.quaternion))  # type: ignore[arg-type]
+    request = pipeline.plan(goal)
+    assert request.target is not None
+    reached = rig.loop.tree.fk(request.target, "tool0")
+    distance, angle = reached.distance_to(target)
+    assert distance < 1e-5
+    assert angle < 1e-4
+    assert request.tcp_target is not None
+    assert request.tcp_link == "tool0"
+    assert np.max(np.abs(request.target - Q0)) <= 1.0
+
+
+async def test_unreachable_pose_is_rejected() -> None:
+    _, pipeline, _ = await pipeline_rig()
+    reason = reason_of(PoseGoal("p", (3.0, 0.0, 0.5)), pipeline)
+    assert reason.startswith("target unreachable within the joint limits")
+    assert "position error" in reason
+
+
+async def test_pose_that_needs_a_branch_jump_is_rejected_with_that_reason() -> None:
+    rig, pipeline, _ = await pipeline_rig()
+    far = Q0.copy()
+    far[0] += 2.5  # the same arm shape, turned far around the base
+    target = rig.loop.tree.fk(far, "tool0")
+    reason = reason_of(
+        PoseGoal("p", tuple(target.translation), tuple(target.quaternion)),  # type: ignore[arg-type]
+        pipeline,
+    )
+    assert "no branch jumps" in reason
+
+
+async def test_linear_goal_samples_a_straight_tool_path() -> None:
+    rig, pipeline, _ = await pipeline_rig()
+    start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    end = start.translation + np.array([0.0, 0.1, -0.05])
+    request = pipeline.plan(PoseGoal("l", tuple(end), motion="linear"))  # type: ignore[arg-type]
+    assert request.path is not None
+    np.testing.assert_array_equal(request.path[0], rig.loop.commanded.position)  # type: ignore[union-attr]
+    direction = (end - start.translation) / np.linalg.norm(end - start.translation)
+    for q in request.path:
+        pose = rig.loop.tree.fk(q, "tool0")
+        offset = pose.translation - start.translation
+        off_line = offset - np.dot(offset, direction) * direction
+        assert np.linalg.norm(off_line) < 1e-4
+        _, angle = pose.distance_to(start)
+        assert angle < 1e-3  # orientation kept for a position-only linear goal
+    assert request.path_rate_limit == pytest.approx(0.25 / np.linalg.norm(end - start.translation))
+
+
+async def test_linear_goal_out_of_reach_is_rejected_before_moving() -> None:
+    rig, pipeline, _ = await pipeline_rig()
+    start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    end = start.translation + np.array([2.0, 0.0, 0.0])
+    reason = reason_of(PoseGoal("l", tuple(end), motion="linear"), pipeline)  # type: ignore[arg-type]
+    assert reason.startswith("linear path infeasible at ")
+
+
+async def test_newest_goal_wins_and_every_goal_gets_a_status() -> None:
+    rig, pipeline, statuses = await pipeline_rig()
+    pipeline.submit(JointsGoal("a", {"elbow_joint": 1.0}))
+    pipeline.submit(JointsGoal("b", {"elbow_joint": 1.2}))
+    assert statuses == [StatusUpdate("a", GoalStatus.PREEMPTED, "superseded before it started")]
+    goal = pipeline._pending
+    assert isinstance(goal, JointsGoal)
+    await pipeline._handle(goal)
+    assert statuses[-1] == StatusUpdate("b", GoalStatus.ACCEPTED)
+    await rig.run_until(lambda: rig.final("b") is not None)
+    assert rig.final("b").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+async def test_stop_goes_straight_to_the_loop() -> None:
+    rig, pipeline, statuses = await pipeline_rig()
+    pipeline.submit(JointsGoal("a", {"elbow_joint": 1.0}))
+    pipeline.submit(StopGoal("s"))
+    assert statuses == [StatusUpdate("a", GoalStatus.PREEMPTED, "superseded before it started")]
+    assert isinstance(rig.loop._pending, StopRequest)
+    await rig.run(3)
+    assert rig.final("s") == StatusUpdate("s", GoalStatus.SUCCEEDED)
+
+
+async def test_goals_are_refused_while_the_broker_is_away() -> None:
+    _, pipeline, _ = await pipeline_rig()
+    pipeline.accepting = False
+    assert "broker" in reason_of(JointsGoal("j", {"elbow_joint": 1.0}), pipeline)
+
+
+async def test_a_request_reaches_the_loop_as_planned() -> None:
+    rig, pipeline, statuses = await pipeline_rig()
+    goal = JointsGoal("x", {"shoulder_pan_joint": 0.4})
+    await pipeline._handle(goal)
+    assert statuses == [StatusUpdate("x", GoalStatus.ACCEPTED)]
+    assert isinstance(rig.loop._pending, MoveRequest)
+    await rig.run_until(lambda: rig.final("x") is not None)
+    assert rig.final("x").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert abs(rig.loop.measured.position[0] - 0.4) < 0.005  # type: ignore[union-attr]

@@ -1,0 +1,215 @@
+"""The control loop on the simulated arm, tick by tick on a manual clock (no wall-clock timing)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from armd.loop import StopRequest
+from armd.messages import GoalStatus, Mode, StatusUpdate
+from tests.armd.rig import assert_within_limits, make_rig, move
+
+
+async def test_starts_inactive_then_holds_the_measured_position() -> None:
+    q0 = np.array([0.3, -1.0, 1.2, -0.5, 0.7, 0.2])
+    rig = await make_rig(q0)
+    assert rig.loop.mode == Mode.INACTIVE
+    await rig.run(1)
+    assert rig.loop.mode == Mode.HOLDING
+    assert rig.loop.commanded is not None
+    np.testing.assert_allclose(rig.loop.commanded.position, q0, atol=1e-3)  # encoder resolution
+    np.testing.assert_allclose(rig.commands[0][1], rig.loop.measured.position, atol=1e-12)
+    await rig.run(50)
+    np.testing.assert_allclose(rig.loop.measured.position, q0, atol=1e-3)
+
+
+async def test_joint_move_succeeds_within_limits_and_telemetry_follows() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    target = [0.5, -0.4, 0.8, 0.2, -0.6, 1.0]
+    rig.loop.submit(move("g1", target))
+    await rig.run_until(lambda: rig.final("g1") is not None)
+    assert rig.final("g1") == StatusUpdate("g1", GoalStatus.SUCCEEDED)
+    np.testing.assert_allclose(rig.loop.measured.position, target, atol=0.005)
+    assert rig.loop.mode == Mode.HOLDING
+    assert_within_limits(rig)
+    assert rig.loop.limiter.interventions == 0
+    last = rig.telemetry[-1]
+    assert last.mode in (Mode.MOVING, Mode.HOLDING)
+    expected = rig.loop.tree.fk(rig.loop.measured.position, "tool0")
+    assert np.allclose(last.tcp_position, expected.translation, atol=0.01)
+
+
+async def test_a_new_goal_preempts_the_active_one_smoothly() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("first", [1.5, 0, 0, 0, 0, 0]))
+    await rig.run(60)
+    assert rig.loop.mode == Mode.MOVING
+    rig.loop.submit(move("second", [-0.5, 0.3, 0, 0, 0, 0]))
+    await rig.run_until(lambda: rig.final("second") is not None)
+    assert rig.final("first") == StatusUpdate("first", GoalStatus.PREEMPTED, "preempted by second")
+    assert rig.final("second").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert_within_limits(rig)
+
+
+async def test_stop_aborts_the_motion_and_comes_to_rest() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("g", [2.5, 0, 0, 0, 0, 0]))
+    await rig.run(100)
+    rig.loop.submit(StopRequest("halt"))
+    await rig.run_until(lambda: rig.final("halt") is not None)
+    assert rig.final("g") == StatusUpdate("g", GoalStatus.ABORTED, "stop requested")
+    assert rig.final("halt") == StatusUpdate("halt", GoalStatus.SUCCEEDED)
+    assert rig.loop.mode == Mode.HOLDING
+    assert not rig.loop.moving
+    stopped_at = rig.loop.commanded.position.copy()  # type: ignore[union-attr]
+    await rig.run(50)
+    np.testing.assert_allclose(rig.loop.commanded.position, stopped_at, atol=1e-12)  # type: ignore[union-attr]
+    assert stopped_at[0] < 2.5
+    assert_within_limits(rig)
+
+
+async def test_estop_latches_until_reset() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("g", [2.0, 0, 0, 0, 0, 0]))
+    await rig.run(60)
+    rig.loop.engage_estop()
+    await rig.run(200)
+    assert rig.loop.mode == Mode.ESTOP
+    assert rig.final("g") == StatusUpdate("g", GoalStatus.ABORTED, "e-stop engaged")
+    rig.loop.submit(move("refused", [0, 0, 0, 0, 0, 0]))
+    await rig.run(2)
+    assert rig.final("refused") == StatusUpdate(
+        "refused", GoalStatus.ABORTED, "arm is estop: reset first"
+    )
+    rig.loop.reset()
+    await rig.run(2)
+    assert rig.loop.mode == Mode.HOLDING
+    rig.loop.submit(move("after", [0.2, 0, 0, 0, 0, 0]))
+    await rig.run_until(lambda: rig.final("after") is not None)
+    assert rig.final("after").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert_within_limits(rig)
+
+
+async def test_device_fault_stops_latches_and_reset_restarts_from_measured() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("g", [1.0, 0, 0, 0, 0, 0]))
+    await rig.run(40)
+    rig.driver.motor("m2").faults.fault_code = 0x1
+    await rig.run(100)
+    assert rig.loop.mode == Mode.FAULT
+    fault = rig.faults[-1]
+    assert fault is not None
+    assert fault.code == "device_fault"
+    assert fault.joint == "elbow_joint"
+    assert rig.final("g").status == GoalStatus.ABORTED  # type: ignore[union-attr]
+    await rig.run(100)
+    assert rig.loop.mode == Mode.FAULT  # latched: nothing clears it but a reset
+    rig.loop.reset()  # clears the drive's latched fault, re-enables from the measured position
+    await rig.run(5)
+    assert rig.loop.mode == Mode.HOLDING
+    assert rig.driver.motor("m2").faults.fault_code == 0
+    assert rig.faults[-1] is None
+    np.testing.assert_allclose(
+        rig.loop.commanded.position,
+        rig.loop.measured.position,
+        atol=1e-3,  # type: ignore[union-attr]
+    )
+    assert_within_limits(rig)
+
+
+async def test_stale_feedback_holds_then_faults() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("g", [1.0, 0, 0, 0, 0, 0]))
+    await rig.run(40)
+    rig.driver.link("m4").drop_probability = 1.0
+    await rig.run(20)  # 80 ms > stale_hold_s
+    assert rig.loop.mode in (Mode.STOPPING, Mode.HOLDING)
+    assert rig.final("g").status == GoalStatus.ABORTED  # type: ignore[union-attr]
+    assert "stale feedback" in (rig.final("g").reason or "")  # type: ignore[union-attr]
+    await rig.run(60)  # past stale_fault_s
+    assert rig.loop.mode == Mode.FAULT
+    assert rig.faults[-1].code == "stale_feedback"  # type: ignore[union-attr]
+    assert rig.faults[-1].joint == "wrist_2_joint"  # type: ignore[union-attr]
+    rig.loop.reset()  # waits for the stop to end, then is refused: the feedback is still missing
+    await rig.run_until(lambda: not rig.loop.moving)
+    await rig.run(5)
+    assert rig.loop.mode == Mode.FAULT
+    rig.driver.link("m4").drop_probability = 0.0
+    await rig.run(5)
+    assert rig.loop.mode == Mode.FAULT  # feedback back, but the fault stays latched
+    rig.loop.reset()
+    await rig.run(2)
+    assert rig.loop.mode == Mode.HOLDING
+    assert rig.faults[-1] is None
+    assert_within_limits(rig)
+
+
+async def test_following_error_faults_a_stuck_joint() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.driver.motor("m0").faults.stuck = True
+    rig.loop.submit(move("g", [2.0, 0, 0, 0, 0, 0]))
+    await rig.run_until(lambda: rig.loop.mode == Mode.FAULT, limit_s=5.0)
+    assert rig.faults[-1].code == "following_error"  # type: ignore[union-attr]
+    assert rig.faults[-1].joint == "shoulder_pan_joint"  # type: ignore[union-attr]
+    assert_within_limits(rig)
+
+
+async def test_disable_on_fault_turns_the_drives_off_after_the_stop() -> None:
+    rig = await make_rig(disable_on_fault=True)
+    await rig.run(1)
+    rig.loop.engage_estop()
+    await rig.run(50)
+    assert rig.loop.mode == Mode.ESTOP
+    assert not rig.driver.motor("m0").enabled
+    rig.loop.reset()
+    await rig.run(3)
+    assert rig.loop.mode == Mode.HOLDING
+    assert rig.driver.motor("m0").enabled
+
+
+actions = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("move"),
+            st.lists(st.floats(-3.5, 3.5), min_size=6, max_size=6),
+            st.floats(0.05, 1.0),
+        ),
+        st.tuples(st.just("stop")),
+        st.tuples(st.just("estop")),
+        st.tuples(st.just("reset")),
+        st.tuples(st.just("wait"), st.integers(1, 80)),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=actions)
+async def test_no_sequence_of_requests_commands_outside_the_limits(script: list[tuple]) -> None:  # type: ignore[type-arg]
+    rig = await make_rig()
+    await rig.run(1)
+    for i, action in enumerate(script):
+        if action[0] == "move":
+            rig.loop.submit(move(f"g{i}", list(action[1]), action[2]))
+        elif action[0] == "stop":
+            rig.loop.submit(StopRequest(f"s{i}"))
+        elif action[0] == "estop":
+            rig.loop.engage_estop()
+        elif action[0] == "reset":
+            rig.loop.reset()
+        else:
+            await rig.run(action[1])
+        await rig.run(3)
+    await rig.run(20)
+    assert_within_limits(rig)
+    assert not any(math.isnan(x) for x in rig.commands[-1][1])
