@@ -6,10 +6,7 @@ set -euo pipefail
 
 install_mosquitto() {
     echo "mosquitto not found: installing it from the Debian/Ubuntu packages" >&2
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mosquitto mosquitto-clients >/dev/null
+    "$(dirname "$0")/apt-install.sh" mosquitto mosquitto-clients
 }
 
 listening() {
@@ -25,7 +22,12 @@ if [ "$mode" = "--reachable" ]; then
     if ! listening "$host" "$port"; then
         echo "no MQTT broker on $host:$port: starting mosquitto in the background" >&2
         mosquitto_bin=$(command -v mosquitto || echo /usr/sbin/mosquitto)
-        "$mosquitto_bin" -d -p "$port"
+        conf=$(mktemp -d)/mosquitto.conf
+        # Anonymous on loopback only (a development broker). Mosquitto's default queue of 1000
+        # messages per client would silently drop goals in a burst: raise it.
+        printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n' \
+            "$port" > "$conf"
+        "$mosquitto_bin" -d -c "$conf"
         for _ in $(seq 50); do listening "$host" "$port" && exit 0; sleep 0.1; done
         echo "mosquitto did not start listening on $host:$port" >&2
         exit 1
