@@ -56,7 +56,7 @@ from armd.messages import (
 )
 from armd.payloads import parse_estop, parse_goal
 
-__all__ = ["MqttBridge", "MqttSettings", "Topics", "reconnect_delay_s"]
+__all__ = ["MqttBridge", "MqttSettings", "Topics", "connection_options", "reconnect_delay_s"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -261,21 +261,8 @@ class MqttBridge:
 
     def _new_client(self) -> aiomqtt.Client:
         settings = self.settings
-        password = settings.password
-        if isinstance(password, SecretStr):
-            password = password.get_secret_value()
-        tls = None
-        if settings.uses_tls:
-            tls = aiomqtt.TLSParameters(
-                ca_certs=str(settings.tls_ca_file) if settings.tls_ca_file else None,
-                certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
-                keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
-            )
         client = aiomqtt.Client(
-            settings.host,
-            settings.port,
-            username=settings.username,
-            password=password,
+            **connection_options(settings),
             logger=self._client_log,
             identifier=settings.client_id or f"armd-{settings.arm_name}",
             will=aiomqtt.Will(self.topics.availability, OFFLINE, qos=1, retain=True),
@@ -284,7 +271,6 @@ class MqttBridge:
             keepalive=settings.keepalive_s,
             queue_type=_inline_queue(self._on_message),
             socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
-            tls_params=tls,
         )
         client.pending_calls_threshold = 4 * _STATUS_BATCH  # our own batches are not a problem
         return client
@@ -552,6 +538,28 @@ class MqttBridge:
         suppressed = (limits or self._limits).allow(key)
         if suppressed is not None:
             _log.log(level, message + _suppressed_note(suppressed), *args)
+
+
+def connection_options(settings: MqttSettings) -> dict[str, Any]:
+    """The broker address, credentials and TLS of `settings` as `aiomqtt.Client` keywords (shared
+    by the bridge and `armd goal`)."""
+    password = settings.password
+    if isinstance(password, SecretStr):
+        password = password.get_secret_value()
+    tls = None
+    if settings.uses_tls:
+        tls = aiomqtt.TLSParameters(
+            ca_certs=str(settings.tls_ca_file) if settings.tls_ca_file else None,
+            certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
+            keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
+        )
+    return {
+        "hostname": settings.host,
+        "port": settings.port,
+        "username": settings.username,
+        "password": password,
+        "tls_params": tls,
+    }
 
 
 def reconnect_delay_s(attempt: int, min_s: float, max_s: float, rng: random.Random) -> float:

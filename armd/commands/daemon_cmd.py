@@ -10,13 +10,12 @@ import uuid
 from typing import Any
 
 import aiomqtt
-from pydantic import SecretStr
 
 from armd.config import ArmSetup, load_config
 from armd.daemon import mqtt_settings, run_daemon
 from armd.errors import ArmdError, ConfigError
 from armd.messages import GoalStatus
-from armd.mqtt import MqttSettings, Topics
+from armd.mqtt import MqttSettings, Topics, connection_options
 
 __all__ = ["register"]
 
@@ -126,22 +125,8 @@ async def send_goal(settings: MqttSettings, payload: dict[str, Any], timeout_s: 
 
 
 def _client(settings: MqttSettings) -> aiomqtt.Client:
-    tls = None
-    if settings.uses_tls:
-        tls = aiomqtt.TLSParameters(
-            ca_certs=str(settings.tls_ca_file) if settings.tls_ca_file else None,
-            certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
-            keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
-        )
-    password = settings.password
-    if isinstance(password, SecretStr):
-        password = password.get_secret_value()
     return aiomqtt.Client(
-        settings.host,
-        settings.port,
+        **connection_options(settings),
         identifier=f"armd-goal-{uuid.uuid4().hex[:8]}",
-        username=settings.username,
-        password=password,
-        tls_params=tls,
         timeout=settings.timeout_s,
     )
