@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState
 from armd.transmission import ArmTransmission
 from drivers import DeviceFault, DeviceState, Driver, DriverError, DriverIOError
@@ -24,7 +24,6 @@ __all__ = ["ArmHardware"]
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
-_WARN_EVERY_S = 5.0
 
 
 class ArmHardware:
@@ -42,7 +41,7 @@ class ArmHardware:
         self.io_timeout_s = io_timeout_s
         self._states: dict[str, Mapping[str, DeviceState]] = {name: {} for name in self.drivers}
         self.read_errors = 0
-        self._last_warning = -np.inf
+        self._warnings = RateLimiter(burst=1, interval_s=5.0)
 
     async def _each(self, action: str, calls: Mapping[str, Awaitable[object]]) -> None:
         """Await one call per driver concurrently; raise the first failure naming its driver."""
@@ -103,9 +102,7 @@ class ArmHardware:
 
     def _read_failed(self, driver: str, error: BaseException) -> None:
         self.read_errors += 1
-        now = time.monotonic()
-        if now - self._last_warning >= _WARN_EVERY_S:
-            self._last_warning = now
+        if self._warnings.allow(driver) is not None:
             log.warning("driver %r: read failed (%d so far): %s", driver, self.read_errors, error)
 
     def _measured(self) -> MeasuredState:

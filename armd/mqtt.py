@@ -34,7 +34,6 @@ import json
 import logging
 import random
 import socket
-import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +54,7 @@ from armd.messages import (
     Telemetry,
 )
 from armd.payloads import parse_estop, parse_goal
+from armd.ratelimit import RateLimiter, RateLimitFilter
 
 __all__ = ["MqttBridge", "MqttSettings", "Topics", "connection_options", "reconnect_delay_s"]
 
@@ -174,11 +174,11 @@ class MqttBridge:
         self._fault_version = 0
         self._fault_published = -1
         self._fault_ready = asyncio.Event()
-        self._limits = _RateLimiter()
-        self._connect_limits = _RateLimiter(burst=1, interval_s=60.0)  # one line per outage
+        self._limits = RateLimiter()
+        self._connect_limits = RateLimiter(burst=1, interval_s=60.0)  # one line per outage
         self._client_log = logging.getLogger(f"{__name__}.client")
-        if not any(isinstance(f, _RateLimitFilter) for f in self._client_log.filters):
-            self._client_log.addFilter(_RateLimitFilter())
+        if not any(isinstance(f, RateLimitFilter) for f in self._client_log.filters):
+            self._client_log.addFilter(RateLimitFilter())
 
     # -- the daemon's side ------------------------------------------------------------------
 
@@ -507,7 +507,7 @@ class MqttBridge:
     def _report(self, exc: BaseException, *, accepted: bool) -> None:
         broker = f"MQTT broker {self.settings.address}"
         if accepted:
-            self._connect_limits = _RateLimiter(burst=1, interval_s=60.0)
+            self._connect_limits = RateLimiter(burst=1, interval_s=60.0)
             message = "MQTT: lost the connection to %s: %s; reconnecting"
             self._warn("lost", message, broker, _describe(exc))
             return
@@ -533,7 +533,7 @@ class MqttBridge:
         self._log(logging.ERROR, key, message, *args)
 
     def _log(
-        self, level: int, key: str, message: str, *args: object, limits: _RateLimiter | None = None
+        self, level: int, key: str, message: str, *args: object, limits: RateLimiter | None = None
     ) -> None:
         suppressed = (limits or self._limits).allow(key)
         if suppressed is not None:
@@ -604,41 +604,3 @@ def _json(value: dict[str, Any]) -> bytes:
 
 def _suppressed_note(count: int) -> str:
     return f" ({count} similar messages suppressed)" if count else ""
-
-
-class _RateLimiter:
-    """Token buckets per key: `burst` messages at once, then one per `interval_s`."""
-
-    def __init__(self, burst: int = 5, interval_s: float = 10.0) -> None:
-        self._burst = burst
-        self._interval_s = interval_s
-        self._tokens: dict[str, float] = {}
-        self._stamp: dict[str, float] = {}
-        self._suppressed: dict[str, int] = collections.defaultdict(int)
-
-    def allow(self, key: str) -> int | None:
-        """None when the message should be suppressed, else how many were suppressed before."""
-        now = time.monotonic()
-        refill = (now - self._stamp.get(key, now)) / self._interval_s
-        tokens = min(float(self._burst), self._tokens.get(key, float(self._burst)) + refill)
-        self._stamp[key] = now
-        if tokens < 1.0:
-            self._tokens[key] = tokens
-            self._suppressed[key] += 1
-            return None
-        self._tokens[key] = tokens - 1.0
-        return self._suppressed.pop(key, 0)
-
-
-class _RateLimitFilter(logging.Filter):
-    """Rate-limits the warnings of aiomqtt and paho (e.g. one per message discarded in a
-    flood) by their format string."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._limits = _RateLimiter()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
-            return True
-        return self._limits.allow(str(record.msg)) is not None
