@@ -42,6 +42,7 @@ __all__ = ["Daemon", "run_daemon"]
 log = logging.getLogger(__name__)
 SHUTDOWN_STOP_TIMEOUT_S = 5.0
 STATS_INTERVAL_S = 60.0
+RECONNECT_INTERVAL_S = 1.0
 
 
 def mqtt_settings(setup: ArmSetup) -> MqttSettings:
@@ -186,10 +187,12 @@ class Daemon:
             tasks.create_task(self._control(shutting_down), name="control loop")
             tasks.create_task(self.bridge.run(), name="mqtt bridge")
             pipeline = tasks.create_task(self.pipeline.run(), name="goal pipeline")
+            reconnect = tasks.create_task(self._reconnect_lost_drivers(), name="reconnect")
             await stop.wait()
             self.notifier.stopping("stopping: bringing the arm to rest")
             log.info("stopping: bringing the arm to rest")
             pipeline.cancel()
+            reconnect.cancel()
             await self._come_to_rest()
             shutting_down.set()
             self.bridge.request_stop()
@@ -231,6 +234,16 @@ class Daemon:
             stats.max_s * 1e3,
             self.loop.limiter.interventions,
         )
+
+    async def _reconnect_lost_drivers(self) -> None:
+        """Once a lost bus has faulted the loop, reopen it every `RECONNECT_INTERVAL_S` until it
+        is back. The fault stays latched: moving again needs a reset."""
+        while True:
+            await asyncio.sleep(RECONNECT_INTERVAL_S)
+            if self.hardware.failed and self.loop.fault is not None:
+                back = await self.hardware.reconnect()
+                if back:
+                    self.notifier.status(f"drivers {back} reconnected: reset to resume")
 
     async def _come_to_rest(self) -> None:
         if self.loop.moving or self.loop.mode == Mode.MOVING:

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from armd.loop import ControlLoop, MoveRequest, StopRequest
-from armd.messages import Goal, GoalStatus, JointsGoal, PoseGoal, StatusUpdate, StopGoal
+from armd.messages import Goal, GoalStatus, JointsGoal, Mode, PoseGoal, StatusUpdate, StopGoal
 from armd.trajectory import MotionLimits
 from kinematics import KinematicTree, Pose
 from kinematics.ik import IKOptions
@@ -126,6 +126,8 @@ class GoalPipeline:
         """The loop request for a goal, or `Rejected` with the reason."""
         if not self.accepting:
             raise Rejected("the broker connection was lost; goals are refused until it is back")
+        if self.loop.mode in (Mode.FAULT, Mode.ESTOP):  # the loop would abort it: say so now
+            raise Rejected(f"arm is {self.loop.mode.value}: reset first")
         if self.loop.commanded is None or self.loop.measured is None:
             raise Rejected(f"arm is {self.loop.mode.value}: not ready for goals")
         if isinstance(goal, JointsGoal):

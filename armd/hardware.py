@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike, NDArray
 from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState
 from armd.transmission import ArmTransmission
-from drivers import DeviceFault, DeviceState, Driver, DriverError, DriverIOError
+from drivers import DeviceFault, DeviceState, Driver, DriverError, DriverIOError, Lifecycle
 
 __all__ = ["ArmHardware"]
 
@@ -41,6 +41,7 @@ class ArmHardware:
         self.io_timeout_s = io_timeout_s
         self._states: dict[str, Mapping[str, DeviceState]] = {name: {} for name in self.drivers}
         self.read_errors = 0
+        self.failed: dict[str, str] = {}  # driver name -> why its bus is considered lost
         self._warnings = RateLimiter(burst=1, interval_s=5.0)
 
     async def _each(self, action: str, calls: Mapping[str, Awaitable[object]]) -> None:
@@ -100,7 +101,32 @@ class ArmHardware:
                 self._states[name] = result
         return self._measured()
 
+    @property
+    def enabled(self) -> bool:
+        """Every driver is enabled (false while one is lost or being reconnected)."""
+        return all(d.lifecycle is Lifecycle.ENABLED for d in self.drivers.values())
+
+    async def reconnect(self) -> list[str]:
+        """Close and reopen every driver whose bus was lost (left OPEN, never enabled: the loop
+        re-enables after a reset). Returns the drivers that are back."""
+        back = []
+        for name in list(self.failed):
+            driver = self.drivers[name]
+            await driver.close()
+            try:
+                await asyncio.wait_for(driver.open(), self.io_timeout_s * 8)
+            except (DriverError, TimeoutError) as exc:
+                self.failed[name] = str(exc) or "open timed out"
+                await driver.close()
+                continue
+            log.info("driver %r: reconnected", name)
+            del self.failed[name]
+            back.append(name)
+        return back
+
     def _read_failed(self, driver: str, error: BaseException) -> None:
+        if isinstance(error, DriverIOError) or self.drivers[driver].lifecycle is Lifecycle.CLOSED:
+            self.failed.setdefault(driver, str(error))
         self.read_errors += 1
         if self._warnings.allow(driver) is not None:
             log.warning("driver %r: read failed (%d so far): %s", driver, self.read_errors, error)

@@ -204,6 +204,8 @@ class ControlLoop:
         """Enable once every joint has fresh, fault-free feedback inside its limits; the first
         command is the measured position."""
         check = self.monitor.check(measured, now)
+        if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
+            self._latch(check.fault)  # e.g. found outside the limits: visible, and needs a reset
         if self.fault is not None or not measured.complete() or check.verdict is not Verdict.OK:
             self.healthy = False
             return
@@ -270,7 +272,16 @@ class ControlLoop:
         self._reset_request = False
         if self.mode not in (Mode.FAULT, Mode.ESTOP):
             return
-        if self.fault is not None and self.fault.code == "device_fault":
+        if self.hardware.failed:
+            log.warning(
+                "reset refused: drivers %s not reconnected yet", sorted(self.hardware.failed)
+            )
+            return
+        if (self.fault is not None and self.fault.code == "device_fault") or (
+            self._enabled and not self.hardware.enabled
+        ):
+            # Latched drive faults are cleared on the drives, which needs them disabled; a driver
+            # that was reconnected comes back disabled: both restart through INACTIVE.
             await self._disable()
             try:
                 await self.hardware.clear_faults()
@@ -278,6 +289,8 @@ class ControlLoop:
                 log.warning("reset refused: clearing the device faults failed: %s", exc)
                 return
             measured = await self.hardware.read()
+        if self.fault is not None and self.fault.code == "limit_exceeded" and measured.complete():
+            self.monitor.accept_excursion(measured.position)
         if self.monitor.check(measured, now).verdict is Verdict.FAULT or not measured.complete():
             log.warning("reset refused: the fault is still active")
             return

@@ -88,6 +88,16 @@ class SafetyMonitor:
         self.lower = lower
         self.upper = upper
         self.thresholds = thresholds
+        # Bounds for the "outside the limits" check: the limits, widened by `accept_excursion`
+        # to a position found outside them, then narrowed as the joint comes back.
+        self._lower = lower.copy()
+        self._upper = upper.copy()
+
+    def accept_excursion(self, position: Array) -> None:
+        """After a reset: a joint outside its limits may stay there and move back toward them
+        (only); the allowed range follows it inward."""
+        self._lower = np.minimum(self.lower, position - self.thresholds.limit_tolerance)
+        self._upper = np.maximum(self.upper, position + self.thresholds.limit_tolerance)
 
     def check(
         self,
@@ -131,8 +141,11 @@ class SafetyMonitor:
 
     def _outside_limits(self, measured: MeasuredState) -> Check:
         tol = self.thresholds.limit_tolerance
-        outside = (measured.position < self.lower - tol) | (measured.position > self.upper + tol)
+        position = measured.position
+        outside = (position < self._lower - tol) | (position > self._upper + tol)
         if not np.any(outside):
+            self._lower = np.maximum(self._lower, np.minimum(self.lower, position))
+            self._upper = np.minimum(self._upper, np.maximum(self.upper, position))
             return _OK
         i = int(np.flatnonzero(outside)[0])
         joint = self.joint_names[i]

@@ -213,3 +213,61 @@ async def test_no_sequence_of_requests_commands_outside_the_limits(script: list[
     await rig.run(20)
     assert_within_limits(rig)
     assert not any(math.isnan(x) for x in rig.commands[-1][1])
+
+
+async def test_a_lost_bus_faults_then_reconnects_and_needs_a_reset() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("g", [1.0, 0, 0, 0, 0, 0]))
+    await rig.run(40)
+    rig.driver.link("m1").disconnected = True
+    await rig.run_until(lambda: rig.loop.mode == Mode.FAULT, limit_s=2.0)
+    assert rig.final("g").status == GoalStatus.ABORTED  # type: ignore[union-attr]
+    assert rig.faults[-1].code in ("stale_feedback", "driver_lost")  # type: ignore[union-attr]
+    assert rig.loop.hardware.failed
+    await rig.run_until(lambda: not rig.loop.moving)  # the stop runs out on the commanded side
+    assert await rig.loop.hardware.reconnect() == []  # still unplugged
+    rig.loop.reset()
+    await rig.run(5)
+    assert rig.loop.mode == Mode.FAULT  # refused: the bus is not back
+    rig.driver.link("m1").disconnected = False
+    assert await rig.loop.hardware.reconnect() == ["sim"]
+    await rig.run(5)
+    assert rig.loop.mode == Mode.FAULT  # back, but latched
+    rig.loop.reset()
+    await rig.run(5)
+    assert rig.loop.mode == Mode.HOLDING
+    np.testing.assert_allclose(
+        rig.loop.commanded.position,  # type: ignore[union-attr]
+        rig.loop.measured.position,  # type: ignore[union-attr]
+        atol=1e-3,
+    )
+    rig.loop.submit(move("after", [0.0, 0, 0, 0, 0, 0]))
+    await rig.run_until(lambda: rig.final("after") is not None)
+    assert rig.final("after").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+    assert_within_limits(rig)
+
+
+async def test_a_joint_found_outside_its_limits_faults_and_may_only_come_back() -> None:
+    q0 = np.array([3.05, 0, 0, 0, 0, 0])  # limits are ±3, tolerance 0.02
+    rig = await make_rig(q0)
+    await rig.run(3)
+    assert rig.loop.mode == Mode.FAULT  # never enabled outside the limits
+    assert rig.loop.commanded is None
+    assert rig.faults[-1].code == "limit_exceeded"  # type: ignore[union-attr]
+    assert rig.faults[-1].joint == "shoulder_pan_joint"  # type: ignore[union-attr]
+    rig.loop.reset()
+    await rig.run(3)
+    assert rig.loop.mode == Mode.HOLDING  # enabled where it is, outside the limits
+    outward = move("out", [3.2, 0, 0, 0, 0, 0])
+    rig.loop.submit(outward)
+    await rig.run(100)
+    assert rig.loop.commanded.position[0] <= 3.05 + 1e-3  # type: ignore[union-attr]
+    rig.loop.submit(move("in", [2.5, 0, 0, 0, 0, 0]))
+    await rig.run_until(lambda: rig.final("in") is not None)
+    assert rig.final("in").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+    rig.loop.submit(move("out-again", [2.9, 0, 0, 0, 0, 0]))
+    await rig.run_until(lambda: rig.final("out-again") is not None)
+    assert rig.final("out-again").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+    positions = np.array([q for _, q in rig.commands])[:, 0]
+    assert positions.max() <= 3.05 + 1e-3  # never further out than where it was found
