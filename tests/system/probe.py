@@ -1,0 +1,231 @@
+"""A synchronous MQTT test client for the arm's topics (a dashboard, in effect), and helpers to
+read the telemetry it records."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+__all__ = [
+    "ARM",
+    "FINAL",
+    "WAIT_S",
+    "Message",
+    "MqttProbe",
+    "at_rest",
+    "joint_positions",
+    "max_joint_difference",
+]
+
+ARM = "ur5-sim"  # the name in config/sim.yaml
+WAIT_S = 30.0  # generous: the suite must pass on a loaded 2-core machine
+FINAL = frozenset({"rejected", "succeeded", "aborted", "preempted"})
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str  # relative to armd/<name>/, e.g. "state", "goal/status"
+    payload: bytes
+    retain: bool
+    received: float  # time.monotonic() at arrival
+
+    @property
+    def text(self) -> str:
+        return self.payload.decode("utf-8", errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.payload)
+
+
+class MqttProbe:
+    """A synchronous MQTT client (paho, its own network thread) subscribed to ``armd/<arm>/#``
+    that records every message with its arrival time. Indexes into `messages` (`mark`) let a
+    test look only at what arrived after it acted."""
+
+    def __init__(self, host: str, port: int, arm: str = ARM) -> None:
+        self.prefix = f"armd/{arm}/"
+        self.messages: list[Message] = []
+        self._changed = threading.Condition()
+        self._subscribed = threading.Event()
+        self.client = mqtt.Client(
+            CallbackAPIVersion.VERSION2, client_id=f"system-test-{uuid.uuid4().hex[:8]}"
+        )
+        self.client.on_message = self._on_message
+        self.client.on_connect = self._on_connect
+        self.client.on_subscribe = lambda *args: self._subscribed.set()
+        self.client.connect(host, port)
+        self.client.loop_start()
+        if not self._subscribed.wait(WAIT_S):
+            self.close()
+            raise AssertionError(f"the test client could not subscribe at {host}:{port}")
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
+
+    def _on_connect(self, client: mqtt.Client, *args: Any) -> None:
+        client.subscribe(self.prefix + "#", qos=1)
+
+    def _on_message(self, client: mqtt.Client, userdata: Any, message: mqtt.MQTTMessage) -> None:
+        received = Message(
+            message.topic.removeprefix(self.prefix),
+            bytes(message.payload),
+            bool(message.retain),
+            time.monotonic(),
+        )
+        with self._changed:
+            self.messages.append(received)
+            self._changed.notify_all()
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def mark(self) -> int:
+        """The index of the next message to arrive."""
+        with self._changed:
+            return len(self.messages)
+
+    def on(self, topic: str, since: int = 0) -> list[Message]:
+        with self._changed:
+            return [m for m in self.messages[since:] if m.topic == topic]
+
+    def wait_for(
+        self, predicate: Callable[[], _T | None], timeout_s: float = WAIT_S, what: str = ""
+    ) -> _T:
+        """Wait until `predicate()` returns something truthy (re-checked on every message and
+        every 0.1 s) and return it; fail the test with `what` and a summary on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(
+                        f"timed out after {timeout_s:g} s waiting for {what or predicate}; "
+                        f"recent messages:\n{self.summary()}"
+                    )
+                self._changed.wait(min(remaining, 0.1))
+
+    def statuses(self, goal_id: str | None, since: int = 0) -> list[dict[str, Any]]:
+        """The ``goal/status`` payloads of `goal_id` (None: those without an id)."""
+        found = [m.json() for m in self.on("goal/status", since)]
+        return [s for s in found if s.get("id") == goal_id]
+
+    def wait_status(
+        self,
+        goal_id: str | None,
+        *,
+        final: bool = True,
+        status: str | None = None,
+        since: int = 0,
+        timeout_s: float = WAIT_S,
+    ) -> dict[str, Any]:
+        """The first status of `goal_id` after `since` that is final (or any, with
+        ``final=False``), or equal to `status` when given."""
+
+        def found() -> dict[str, Any] | None:
+            for s in self.statuses(goal_id, since):
+                if status is not None:
+                    if s["status"] == status:
+                        return s
+                elif not final or s["status"] in FINAL:
+                    return s
+            return None
+
+        what = f"status {status or ('final' if final else 'any')} of goal {goal_id!r}"
+        return self.wait_for(found, timeout_s, what)
+
+    def states(self, since: int = 0) -> list[dict[str, Any]]:
+        return [m.json() for m in self.on("state", since)]
+
+    def latest_state(self) -> dict[str, Any]:
+        states = self.on("state")
+        if not states:
+            raise AssertionError("no state message received")
+        return dict(states[-1].json())
+
+    def wait_state(
+        self,
+        predicate: Callable[[dict[str, Any]], bool] = lambda state: True,
+        *,
+        since: int | None = None,
+        timeout_s: float = WAIT_S,
+        what: str = "a state",
+    ) -> dict[str, Any]:
+        """The first ``state`` after `since` (default: from now on) for which `predicate` holds."""
+        start = self.mark() if since is None else since
+
+        def found() -> dict[str, Any] | None:
+            return next((s for s in self.states(start) if predicate(s)), None)
+
+        return self.wait_for(found, timeout_s, what)
+
+    def wait_mode(self, mode: str, *, since: int | None = None) -> dict[str, Any]:
+        return self.wait_state(lambda s: s["mode"] == mode, since=since, what=f"mode {mode!r}")
+
+    def availability(self) -> str | None:
+        found = self.on("availability")
+        return found[-1].text if found else None
+
+    def wait_availability(self, value: str, since: int = 0, timeout_s: float = WAIT_S) -> None:
+        self.wait_for(
+            lambda: any(m.text == value for m in self.on("availability", since)),
+            timeout_s,
+            f"availability {value!r}",
+        )
+
+    def summary(self, last: int = 15) -> str:
+        """The last messages other than telemetry, and the latest state's mode."""
+        others = [m for m in self.messages if m.topic != "state"][-last:]
+        lines = [f"  {m.topic}: {m.text[:300]}" for m in others]
+        states = [m for m in self.messages if m.topic == "state"]
+        if states:
+            lines.append(f"  ({len(states)} states, the latest mode {states[-1].json()['mode']})")
+        return "\n".join(lines) or "  (none)"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def publish(self, topic: str, payload: bytes | str, qos: int = 1) -> int:
+        """Publish on ``armd/<arm>/<topic>`` and wait for the broker's acknowledgement; returns
+        the `mark` taken before publishing."""
+        since = self.mark()
+        info = self.client.publish(self.prefix + topic, payload, qos=qos)
+        info.wait_for_publish(WAIT_S)
+        assert info.is_published(), f"publishing on {topic} failed"
+        return since
+
+    def publish_goal(self, goal: Mapping[str, Any] | str | bytes) -> int:
+        """Publish a goal (a mapping is sent as JSON, text and bytes as they are)."""
+        payload = json.dumps(goal) if isinstance(goal, Mapping) else goal
+        return self.publish("goal", payload)
+
+    def run_goal(self, goal: Mapping[str, Any], timeout_s: float = WAIT_S) -> dict[str, Any]:
+        """Publish a goal and return its final status."""
+        since = self.publish_goal(goal)
+        return self.wait_status(goal["id"], since=since, timeout_s=timeout_s)
+
+
+def joint_positions(state: Mapping[str, Any]) -> dict[str, float]:
+    return {name: j["position"] for name, j in state["joints"].items()}
+
+
+def max_joint_difference(a: Mapping[str, float], b: Mapping[str, float]) -> float:
+    assert a.keys() == b.keys()
+    return max(abs(a[name] - b[name]) for name in a)
+
+
+def at_rest(state: Mapping[str, Any], tolerance: float = 1e-3, mode: str = "holding") -> bool:
+    """In `mode`, with every joint velocity below `tolerance` (rad/s)."""
+    velocities = [abs(j["velocity"]) for j in state["joints"].values()]
+    return bool(state["mode"] == mode and max(velocities) < tolerance)
