@@ -21,7 +21,7 @@ def test_readme_example_runs(source: str, capsys: pytest.CaptureFixture[str]) ->
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        exec(compile(source, "README.md", "exec"), {})  # noqa: S102 (our own documentation)
+        exec(compile(source, "README.md", "exec"), {})  # our own documentation
     finally:
         os.chdir(cwd)
     assert capsys.readouterr().out.strip()
