@@ -32,7 +32,7 @@ from armd.messages import EstopCommand, Mode
 from armd.mqtt import MqttBridge, MqttSettings
 from armd.notify import SystemdNotifier
 from armd.safety import SafetyMonitor, SafetyThresholds
-from armd.timing import Schedule
+from armd.timing import PreciseTimer, Schedule
 from armd.trajectory import MotionLimits
 from drivers import DriverError
 from kinematics.ik import IKOptions
@@ -113,6 +113,7 @@ class Daemon:
     pipeline: GoalPipeline
     bridge: MqttBridge
     notifier: SystemdNotifier
+    timer: PreciseTimer
 
     @classmethod
     def build(
@@ -130,6 +131,7 @@ class Daemon:
             on_connection_change=lambda up: daemon.broker_connection(up),  # noqa: PLW0108
         )
         period = 1.0 / setup.loop_hz
+        timer = PreciseTimer()
         loop = ControlLoop(
             setup.tree,
             setup.tool_link,
@@ -143,7 +145,7 @@ class Daemon:
                 settle_timeout_s=setup.safety.settle_timeout_s,
                 disable_on_fault=setup.safety.on_fault == "disable",
             ),
-            Schedule(period, clock),
+            Schedule(period, clock, timer.sleep_until if clock is time.monotonic else None),
             bridge.publish_status,
             bridge.set_fault,
             bridge.publish_telemetry,
@@ -157,7 +159,7 @@ class Daemon:
             plan_settings(setup),
             bridge.publish_status,
         )
-        daemon = cls(setup, hardware, loop, pipeline, bridge, notifier)
+        daemon = cls(setup, hardware, loop, pipeline, bridge, notifier, timer)
         return daemon
 
     def estop(self, command: EstopCommand) -> None:
@@ -219,6 +221,7 @@ class Daemon:
         try:
             await self.loop.run(shutting_down.is_set, after_tick)
         finally:
+            self.timer.close()
             self.log_timing()
 
     def log_timing(self) -> None:

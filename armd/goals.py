@@ -1,9 +1,10 @@
 """The goal pipeline: validated goals in, planned motion requests out to the control loop.
 
-A goal never blocks the tick. Planning (IK seeded from the latest *measured* state, limit and
-reachability checks, the "no branch jump" rule, linear paths) runs in a worker thread; the compiled
-kernels release the GIL. The newest goal wins: a goal that is superseded before it was planned ends
-as ``preempted``; every goal gets a final status.
+A goal never blocks the tick. Planning a pose goal (IK seeded from the latest *measured* state,
+limit and reachability checks, the "no branch jump" rule, linear paths) runs in a worker thread;
+the compiled kernels release the GIL. A joints goal needs only a limit check and is planned
+inline. The newest goal wins: a goal superseded before it was planned ends as ``preempted``;
+every goal gets a final status.
 
 Statuses: ``rejected`` (with the reason) when planning fails, else ``accepted`` and the request goes
 to the loop, which reports ``succeeded`` / ``aborted`` / ``preempted``.
@@ -99,7 +100,10 @@ class GoalPipeline:
         try:
             if isinstance(goal, PoseGoal) and goal.motion == "linear":
                 await self._wait_at_rest()
-            request = await asyncio.to_thread(self.plan, goal)
+            if isinstance(goal, JointsGoal):
+                request = self.plan(goal)  # microseconds: a thread hand-off would cost more
+            else:
+                request = await asyncio.to_thread(self.plan, goal)  # IK may use its time budget
         except Rejected as exc:
             self._status(goal.goal_id, GoalStatus.REJECTED, str(exc))
             return

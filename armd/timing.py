@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import math
+import queue
+import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Schedule", "TimingStats"]
+__all__ = ["PreciseTimer", "Schedule", "TimingStats"]
 
 Clock = Callable[[], float]
 
@@ -36,6 +39,57 @@ async def _sleep_until(clock: Clock, deadline: float) -> None:
     delay = deadline - clock()
     if delay > 0.0:
         await asyncio.sleep(delay)
+
+
+class PreciseTimer:
+    """Wakes the event loop at absolute `time.monotonic` deadlines with sub-millisecond precision.
+
+    asyncio's timers go through epoll, whose timeout is rounded up to whole milliseconds, so a
+    tick would start up to 1 ms late. Here a helper thread sleeps (nanosecond clock) until the
+    deadline and resolves a future through `call_soon_threadsafe`, which wakes the loop at once.
+    The coarse part of the wait stays on asyncio's timer; the thread only covers the last
+    `FINE_S`, so it sleeps briefly and rarely holds the GIL. `close` stops the thread.
+    """
+
+    FINE_S = 0.002
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[tuple[float, asyncio.Future[None]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+
+    async def sleep_until(self, deadline: float) -> None:
+        coarse = deadline - self.FINE_S - time.monotonic()
+        if coarse > 0.0:
+            await asyncio.sleep(coarse)
+        if deadline - time.monotonic() <= 0.0:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="armd-timer", daemon=True)
+            self._thread.start()
+        future = asyncio.get_running_loop().create_future()
+        self._requests.put((deadline, future))
+        await future
+
+    def _run(self) -> None:
+        while (request := self._requests.get()) is not None:
+            deadline, future = request
+            remaining = deadline - time.monotonic()
+            if remaining > 0.0:
+                time.sleep(remaining)
+            future.get_loop().call_soon_threadsafe(_resolve, future)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._requests.put(None)
+            self._thread.join(timeout=1.0)
+            self._thread = None
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():  # a cancelled wait (shutdown) leaves nothing to wake
+        future.set_result(None)
 
 
 class Schedule:
