@@ -1,0 +1,361 @@
+"""Control-loop benchmark on the `sim` driver (bench/README.md says more):
+
+    python bench/loop.py [--duration 60] [--rates 250 500] [--goals 200] [--quick]
+
+1. Loop timing: `python -m armd run` as a subprocess at each rate while a client sends a random
+   joints goal every ~2 s; ticks, missed ticks and period error (p50/p99/max) from its final
+   "loop timing" log line, CPU % from /proc/<pid>/stat (100 % = one core).
+2. Goal-to-first-command latency over MQTT on loopback: the daemon in this process with its
+   hardware's `write` wrapped, goals from a second connection in the same event loop.
+
+Every run uses its own Mosquitto on a free loopback port, stopped on any exit. Reports only: the
+targets (DESIGN.md) are printed beside the figures, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+# bench/ holds scripts named like packages (drivers.py, kinematics.py) that armd imports: keep this
+# folder off the import path.
+_HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
+import aiomqtt  # noqa: E402
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+from numpy.typing import ArrayLike, NDArray  # noqa: E402
+
+from armd.config import ArmSetup, load_config  # noqa: E402
+from armd.daemon import Daemon  # noqa: E402
+from armd.hardware import ArmHardware  # noqa: E402
+from armd.messages import Mode  # noqa: E402
+from armd.mqtt import Topics  # noqa: E402
+from armd.notify import SystemdNotifier  # noqa: E402
+
+Array = NDArray[np.float64]
+ROOT = _HERE.parent
+SIM_CONFIG = ROOT / "config" / "sim.yaml"
+HOST = "127.0.0.1"
+HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])  # sim.yaml, rad
+TIMING = re.compile(
+    r"loop timing: (\d+) ticks, (\d+) missed, period error p50 ([\d.]+) ms, p99 ([\d.]+) ms, "
+    r"max ([\d.]+) ms"
+)
+FINAL = {"succeeded", "aborted", "preempted", "rejected"}
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    return (
+        f"machine: {os.cpu_count()} CPUs, {model.group(1) if model else 'unknown CPU'}; "
+        f"load average {os.getloadavg()[0]:.2f}\n"
+        f"Python {platform.python_version()}; {datetime.now().isoformat(timespec='seconds')}"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def mosquitto(workdir: Path, nodelay: bool) -> Iterator[int]:
+    """A private broker on a free loopback port; yields the port. `nodelay`: TCP_NODELAY on its
+    client sockets (Mosquitto's default is off: Nagle's algorithm delays small messages)."""
+    port = free_port()
+    conf = workdir / f"mosquitto-{port}.conf"
+    lines = [f"listener {port} {HOST}", "allow_anonymous true", "persistence false"]
+    lines.append(f"set_tcp_nodelay {'true' if nodelay else 'false'}")
+    if os.geteuid() == 0:  # as root, mosquitto would drop to a user who cannot read workdir
+        lines.append("user root")
+    conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with (workdir / f"mosquitto-{port}.out").open("wb") as out:
+        broker = subprocess.Popen(
+            ["mosquitto", "-c", str(conf)], stdout=out, stderr=out, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 10.0
+        while True:
+            with suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
+                break
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mosquitto did not start on port {port}")
+            time.sleep(0.02)
+        yield port
+    finally:
+        stop_process(broker)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def write_config(workdir: Path, rate_hz: int, port: int) -> Path:
+    """config/sim.yaml at `rate_hz`, on the benchmark's broker, its lock file in `workdir`."""
+    doc = yaml.safe_load(SIM_CONFIG.read_text(encoding="utf-8"))
+    doc["loop_hz"] = rate_hz
+    doc["model"] = str(SIM_CONFIG.parent / doc["model"])  # relative to the new file otherwise
+    doc["mqtt"] = {**doc.get("mqtt", {}), "host": HOST, "port": port}
+    doc["lock_file"] = str(workdir / "armd.lock")
+    path = workdir / f"sim-{rate_hz}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+class StatusWatcher:
+    """Collects final goal statuses on `client` while open; `final(id)` waits for one."""
+
+    def __init__(self, client: aiomqtt.Client, arm: str) -> None:
+        self.client, self.arm = client, arm
+        self.statuses: dict[str, str] = {}
+        self.changed = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> StatusWatcher:
+        await self.client.subscribe(Topics.for_arm(self.arm).goal_status, qos=1)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+
+    async def _read(self) -> None:
+        with suppress(aiomqtt.MqttError):  # the connection closed: nothing more to read
+            async for message in self.client.messages:
+                status = json.loads(bytes(message.payload))
+                if status.get("status") in FINAL:
+                    self.statuses[str(status.get("id"))] = status["status"]
+                    self.changed.set()
+
+    async def final(self, goal_id: str, timeout_s: float = 15.0) -> str:
+        async with asyncio.timeout(timeout_s):
+            while goal_id not in self.statuses:
+                self.changed.clear()
+                await self.changed.wait()
+        return self.statuses[goal_id]
+
+
+async def publish_goal(client: aiomqtt.Client, setup: ArmSetup, goal_id: str, q: Array) -> None:
+    positions = dict(zip(setup.tree.joint_names, map(float, q), strict=True))
+    payload = {"id": goal_id, "type": "joints", "positions": positions}
+    await client.publish(Topics.for_arm(setup.name).goal, json.dumps(payload), qos=1)
+
+
+async def send_random_goals(setup: ArmSetup, duration_s: float) -> dict[str, int]:
+    """A random joints goal (home ± 0.6 rad per joint) every ~2 s; returns the final statuses."""
+    rng, deadline, k = np.random.default_rng(0), time.monotonic() + duration_s, 0
+    async with (
+        aiomqtt.Client(HOST, setup.mqtt.port, identifier="bench-loop-goals") as client,
+        StatusWatcher(client, setup.name) as watcher,
+    ):
+        while time.monotonic() < deadline:
+            await publish_goal(client, setup, f"g{k}", HOME + rng.uniform(-0.6, 0.6, 6))
+            k += 1
+            await asyncio.sleep(min(rng.uniform(1.8, 2.2), max(0.0, deadline - time.monotonic())))
+        with suppress(TimeoutError):
+            await watcher.final(f"g{k - 1}", timeout_s=5.0)
+    counts: dict[str, int] = {"sent": k}
+    for status in watcher.statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def wait_ready(daemon: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while "ready:" not in log_path.read_text(encoding="utf-8", errors="replace"):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon did not become ready:\n{log_path.read_text()}")
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class TimingRow:
+    rate_hz: int
+    figures: tuple[str, ...]  # ticks, missed, p50, p99, max (ms) from the daemon's log line
+    cpu_pct: float  # of one core
+    load: float  # 1-min load average at the end of the run
+    goals: str
+
+
+def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> TimingRow:
+    """Run the daemon as a subprocess at `rate_hz`; the figures of its final timing line."""
+    config = write_config(workdir, rate_hz, port)
+    log_path = workdir / f"daemon-{rate_hz}.log"
+    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+    command = [sys.executable, "-m", "armd", "run", "--config", str(config)]
+    with log_path.open("wb") as log:
+        daemon = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+        )
+    try:
+        wait_ready(daemon, log_path)
+        cpu0, wall0 = cpu_seconds(daemon.pid), time.monotonic()
+        counts = asyncio.run(send_random_goals(load_config(config), duration_s))
+        cpu = (cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
+    finally:
+        stop_process(daemon)
+    found = TIMING.findall(log_path.read_text(encoding="utf-8", errors="replace"))
+    if not found:
+        raise RuntimeError(f"no 'loop timing' line in {log_path}")
+    goals = ", ".join(f"{n} {s}" for s, n in counts.items())
+    return TimingRow(rate_hz, found[-1], cpu, os.getloadavg()[0], goals)
+
+
+class FirstCommandProbe:
+    """Wraps `hardware.write`: after `arm()`, stamps the first command that leaves the holding
+    position (`time.monotonic`, when the write is issued)."""
+
+    def __init__(self, hardware: ArmHardware) -> None:
+        self._write = hardware.write
+        hardware.write = self.write  # type: ignore[method-assign]
+        self.last: Array | None = None
+        self._holding: Array | None = None
+        self.stamp: float | None = None
+
+    def arm(self) -> None:
+        self._holding, self.stamp = self.last, None
+
+    async def write(self, position: ArrayLike, velocity: ArrayLike) -> None:
+        position = np.array(position, dtype=float)
+        holding = self._holding
+        if self.stamp is None and holding is not None and np.any(position != holding):
+            self.stamp = time.monotonic()
+        self.last = position
+        await self._write(position, velocity)
+
+
+async def measure_latency(config: Path, goals: int) -> list[float]:
+    """Goal-to-first-command latencies (s), the daemon in this process and event loop."""
+    setup = load_config(config)
+    daemon = Daemon.build(setup, SystemdNotifier(environ={}), time.monotonic)
+    probe, stop = FirstCommandProbe(daemon.hardware), asyncio.Event()
+    await daemon.hardware.open()
+    try:
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(daemon.run(stop))
+            try:
+                return await send_alternating_goals(daemon, probe, goals)
+            finally:
+                stop.set()
+    finally:
+        await daemon.hardware.close()
+
+
+async def send_alternating_goals(
+    daemon: Daemon, probe: FirstCommandProbe, goals: int
+) -> list[float]:
+    setup, rng, targets = daemon.setup, random.Random(0), (HOME + 0.05, HOME - 0.05)
+    latencies = []
+    async with (
+        aiomqtt.Client(HOST, setup.mqtt.port, identifier="bench-loop-latency") as client,
+        StatusWatcher(client, setup.name) as watcher,
+    ):
+        await ready(daemon)
+        for k in range(goals + 1):  # the first goal (from home) sets up the alternation
+            await asyncio.sleep(rng.uniform(0.0, 0.02))  # spread publishes over the tick phase
+            probe.arm()
+            start = time.monotonic()
+            await publish_goal(client, setup, f"lat{k}", targets[k % 2])
+            status = await watcher.final(f"lat{k}")
+            if status != "succeeded" or probe.stamp is None:
+                raise RuntimeError(f"goal lat{k}: {status}, first command {probe.stamp}")
+            if k > 0:
+                latencies.append(probe.stamp - start)
+    return latencies
+
+
+async def ready(daemon: Daemon) -> None:
+    async with asyncio.timeout(30.0):  # the daemon holds and its bridge is online
+        while daemon.loop.mode != Mode.HOLDING or not daemon.bridge.connected.is_set():
+            await asyncio.sleep(0.05)
+
+
+def print_timing(rows: list[TimingRow], duration_s: float) -> None:
+    print(f"\n1. loop timing on the sim driver, {duration_s:g} s per rate (daemon subprocess,")
+    print("   a random joints goal every ~2 s; CPU % of one core; load = 1-min load average)")
+    print(f"{'rate Hz':>8} {'ticks':>7} {'missed':>6} {'p50 ms':>7} {'p99 ms':>7} "
+          f"{'max ms':>7} {'CPU %':>6} {'load':>5}  goals")  # fmt: skip
+    for r in rows:
+        ticks, missed, p50, p99, worst = r.figures
+        print(f"{r.rate_hz:>8} {ticks:>7} {missed:>6} {p50:>7} {p99:>7} {worst:>7} "
+              f"{r.cpu_pct:>6.1f} {r.load:>5.2f}  {r.goals}")  # fmt: skip
+    print("   target: 500 Hz with p99 period error <= 1 ms and no missed tick")
+
+
+def latency_row(label: str, rate_hz: int, latencies: list[float]) -> str:
+    ms = np.array(latencies) * 1e3
+    p50, p99, worst = np.percentile(ms, 50), np.percentile(ms, 99), ms.max()
+    target = 1e3 / rate_hz + 2.0
+    within = 100.0 * np.mean(ms <= target)
+    return (f"{rate_hz:>8} {label:>9} {len(ms):>6} {p50:>7.2f} {p99:>7.2f} {worst:>7.2f} "
+            f"{target:>7.1f} {within:>7.1f}")  # fmt: skip
+
+
+def latency_runs(workdir: Path, rates: list[int], goals: int) -> None:
+    print("\n2. goal-to-first-command latency over MQTT on loopback, joints goals, ms")
+    print("   (the client shares this process, its event loop and GIL with the daemon: the")
+    print("    figures include that contention; broker 'nodelay' = set_tcp_nodelay true,")
+    print("    'default' = Mosquitto's default, Nagle's algorithm on the broker's sockets)")
+    print(f"{'rate Hz':>8} {'broker':>9} {'goals':>6} {'p50':>7} {'p99':>7} {'max':>7} "
+          f"{'target':>7} {'% <= t':>7}")  # fmt: skip
+    for label, nodelay, run_rates in (("nodelay", True, rates), ("default", False, rates[:1])):
+        with mosquitto(workdir, nodelay) as port:
+            for rate in run_rates:
+                config = write_config(workdir, rate, port)
+                latencies = asyncio.run(measure_latency(config, goals))
+                print(latency_row(label, rate, latencies), flush=True)
+    print("   target: one tick + 2 ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=60.0, help="s per rate (60)")
+    parser.add_argument("--rates", type=int, nargs="+", default=[250, 500], help="Hz")
+    parser.add_argument("--goals", type=int, default=200, help="latency samples per rate (200)")
+    parser.add_argument("--quick", action="store_true", help="10 s per rate, at most 40 goals")
+    args = parser.parse_args()
+    duration, goals = (10.0, min(args.goals, 40)) if args.quick else (args.duration, args.goals)
+    print(machine(), flush=True)
+    with tempfile.TemporaryDirectory(prefix="armd-bench-") as tmp:
+        with mosquitto(Path(tmp), nodelay=True) as port:
+            rows = [timing_run(Path(tmp), port, rate, duration) for rate in args.rates]
+        print_timing(rows, duration)
+        latency_runs(Path(tmp), args.rates, goals)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit(130)
