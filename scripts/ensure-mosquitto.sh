@@ -24,9 +24,11 @@ if [ "$mode" = "--reachable" ]; then
         mosquitto_bin=$(command -v mosquitto || echo /usr/sbin/mosquitto)
         conf=$(mktemp -d)/mosquitto.conf
         # Anonymous on loopback only (a development broker). Mosquitto's default queue of 1000
-        # messages per client would silently drop goals in a burst: raise it.
+        # messages per client would silently drop goals in a burst: raise it; and without
+        # set_tcp_nodelay, Nagle's algorithm holds small messages (goals) for 10-20 ms.
         printf 'listener %s 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n' \
             "$port" > "$conf"
+        printf 'set_tcp_nodelay true\n' >> "$conf"
         "$mosquitto_bin" -d -c "$conf"
         for _ in $(seq 50); do listening "$host" "$port" && exit 0; sleep 0.1; done
         echo "mosquitto did not start listening on $host:$port" >&2
