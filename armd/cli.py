@@ -21,9 +21,14 @@ EXIT_USAGE = 2
 
 
 def _command_modules() -> list[ModuleType]:
-    from armd.commands import check_cmd, daemon_cmd, kinematics_cmd  # noqa: PLC0415
+    from armd.commands import (  # noqa: PLC0415
+        check_cmd,
+        daemon_cmd,
+        kinematics_cmd,
+        sim_device_cmd,
+    )
 
-    return [daemon_cmd, check_cmd, kinematics_cmd]
+    return [daemon_cmd, check_cmd, kinematics_cmd, sim_device_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

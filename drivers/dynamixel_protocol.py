@@ -1,5 +1,4 @@
-"""Dynamixel Protocol 2.0: a pure codec (no I/O) for instruction and status packets, and the
-X-series control-table items armd uses.
+"""Dynamixel Protocol 2.0: a pure codec (no I/O) for instruction and status packets.
 
 Packet layout (ROBOTIS e-Manual, "Protocol 2.0")::
 
@@ -12,16 +11,43 @@ table-driven CRC-16 (polynomial 0x8005, initial value 0, not reflected), compute
 from the header to the last stuffed parameter, and sent low byte first.
 
 Builders (`make_*`) return the bytes to send; `PacketParser` turns a byte stream back into packets,
-skipping garbage. Device units (counts, 0.229 rpm, 20 ms, 2 µs) appear only here and are converted
-to SI by the helpers at the end of this module.
+skipping garbage; `transaction_time_s` is a transaction's time on the wire. The X-series control
+table (addresses, status block, units) lives in `drivers.dynamixel_table` and the error reports in
+`drivers.dynamixel_errors`; both are re-exported here.
 """
 
 from __future__ import annotations
 
 import enum
-import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from drivers.dynamixel_errors import (
+    ALERT_BIT,
+    HardwareError,
+    StatusError,
+    describe_hardware_error,
+    describe_status_error,
+)
+from drivers.dynamixel_table import (
+    COUNTS_PER_REV,
+    STATUS_BLOCK_LENGTH,
+    STATUS_BLOCK_SOURCES,
+    WATCHDOG_ERROR,
+    Addr,
+    OperatingMode,
+    StatusBlock,
+    counts_to_rad,
+    decode_status_block,
+    indirect_data_address,
+    make_indirect_mapping,
+    rad_s_to_velocity,
+    rad_to_counts,
+    return_delay_s,
+    velocity_to_rad_s,
+    watchdog_s,
+    watchdog_units,
+)
 
 __all__ = [
     "ALERT_BIT",
@@ -73,8 +99,6 @@ __all__ = [
 HEADER = b"\xff\xff\xfd\x00"
 BROADCAST_ID = 0xFE
 MAX_ID = 0xFC  # 253 (0xFD) and 255 (0xFF) would look like a header
-ALERT_BIT = 0x80
-WATCHDOG_ERROR = -1  # Bus Watchdog (98) reads -1 after it expired
 _OVERHEAD = 10  # header 4 + ID 1 + LEN 2 + INST 1 + CRC 2
 
 
@@ -86,95 +110,6 @@ class Instruction(enum.IntEnum):
     STATUS = 0x55
     SYNC_READ = 0x82
     SYNC_WRITE = 0x83
-
-
-class StatusError(enum.IntEnum):
-    """The error number in bits 0-6 of a status packet's error byte."""
-
-    NONE = 0x00
-    RESULT_FAIL = 0x01
-    INSTRUCTION = 0x02
-    CRC = 0x03
-    DATA_RANGE = 0x04
-    DATA_LENGTH = 0x05
-    DATA_LIMIT = 0x06
-    ACCESS = 0x07
-
-
-class HardwareError(enum.IntFlag):
-    """Hardware Error Status (70) bits of the X series; any of them turns torque off."""
-
-    INPUT_VOLTAGE = 0x01
-    OVERHEATING = 0x04
-    MOTOR_ENCODER = 0x08
-    ELECTRICAL_SHOCK = 0x10
-    OVERLOAD = 0x20
-
-
-class OperatingMode(enum.IntEnum):
-    CURRENT = 0
-    VELOCITY = 1
-    POSITION = 3
-    EXTENDED_POSITION = 4
-    CURRENT_BASED_POSITION = 5
-    PWM = 16
-
-
-class Addr(enum.IntEnum):
-    """X-series (and MX 2.0) control-table addresses; sizes in bytes in the comments."""
-
-    MODEL_NUMBER = 0  # 2, R
-    FIRMWARE_VERSION = 6  # 1, R
-    ID = 7  # 1, EEPROM
-    BAUD_RATE = 8  # 1, EEPROM
-    RETURN_DELAY_TIME = 9  # 1, EEPROM, 2 µs
-    OPERATING_MODE = 11  # 1, EEPROM
-    MAX_POSITION_LIMIT = 48  # 4, EEPROM, counts
-    MIN_POSITION_LIMIT = 52  # 4, EEPROM, counts
-    TORQUE_ENABLE = 64  # 1
-    STATUS_RETURN_LEVEL = 68  # 1
-    HARDWARE_ERROR_STATUS = 70  # 1, R
-    BUS_WATCHDOG = 98  # 1, signed, 20 ms
-    GOAL_POSITION = 116  # 4, signed counts
-    PRESENT_VELOCITY = 128  # 4, R, signed 0.229 rpm
-    PRESENT_POSITION = 132  # 4, R, signed counts
-    INDIRECT_ADDRESS_1 = 168  # 2 each, 28 of them
-    INDIRECT_DATA_1 = 224  # 1 each, 28 of them
-
-
-_HARDWARE_ERROR_TEXT = {
-    HardwareError.INPUT_VOLTAGE: "input voltage out of range",
-    HardwareError.OVERHEATING: "overheating",
-    HardwareError.MOTOR_ENCODER: "motor encoder error",
-    HardwareError.ELECTRICAL_SHOCK: "electrical shock or insufficient power",
-    HardwareError.OVERLOAD: "overload (persistent load above the maximum output)",
-}
-
-_STATUS_ERROR_TEXT: dict[int, str] = {
-    StatusError.RESULT_FAIL: "result fail",
-    StatusError.INSTRUCTION: "instruction error",
-    StatusError.CRC: "CRC error",
-    StatusError.DATA_RANGE: "data range error",
-    StatusError.DATA_LENGTH: "data length error",
-    StatusError.DATA_LIMIT: "data limit error",
-    StatusError.ACCESS: "access error",
-}
-
-
-def describe_hardware_error(bits: int) -> str:
-    """A readable list of the Hardware Error Status bits that are set."""
-    texts = [text for flag, text in _HARDWARE_ERROR_TEXT.items() if bits & flag]
-    unknown = bits & ~sum(_HARDWARE_ERROR_TEXT)
-    if unknown:
-        texts.append(f"unknown bits 0x{unknown:02X}")
-    return ", ".join(texts) if texts else "no hardware error"
-
-
-def describe_status_error(error: int) -> str:
-    """A readable form of a status packet's error byte."""
-    number = error & ~ALERT_BIT
-    text = _STATUS_ERROR_TEXT.get(number) or (f"error number {number}" if number else "ok")
-    return text + (" (alert: hardware error)" if error & ALERT_BIT else "")
 
 
 # -- CRC and byte stuffing ------------------------------------------------------------------------
@@ -406,101 +341,7 @@ def _partial_header_start(buf: bytearray) -> int:
     return len(buf)
 
 
-# -- the status block: what armd reads from each device every cycle ------------------------------
-
-STATUS_BLOCK_SOURCES: tuple[int, ...] = (
-    Addr.TORQUE_ENABLE,
-    Addr.HARDWARE_ERROR_STATUS,
-    Addr.BUS_WATCHDOG,
-    *range(Addr.PRESENT_VELOCITY, Addr.PRESENT_VELOCITY + 4),
-    *range(Addr.PRESENT_POSITION, Addr.PRESENT_POSITION + 4),
-)
-"""The control-table bytes mapped, in order, onto consecutive Indirect Data items so that one Sync
-Read returns torque state, hardware error, bus watchdog, present velocity and present position."""
-
-STATUS_BLOCK_LENGTH = len(STATUS_BLOCK_SOURCES)
-
-
-@dataclass(frozen=True, slots=True)
-class StatusBlock:
-    """One device's status block in device units."""
-
-    torque_enabled: bool
-    hardware_error: int
-    bus_watchdog: int  # 20 ms units; -1 after expiry
-    velocity: int  # 0.229 rpm
-    position: int  # counts
-
-
-def decode_status_block(data: bytes) -> StatusBlock:
-    """Decode the `STATUS_BLOCK_LENGTH` bytes of a status block. Raises ValueError."""
-    if len(data) != STATUS_BLOCK_LENGTH:
-        raise ValueError(f"status block has {len(data)} bytes, expected {STATUS_BLOCK_LENGTH}")
-    return StatusBlock(
-        torque_enabled=data[0] == 1,
-        hardware_error=data[1],
-        bus_watchdog=int.from_bytes(data[2:3], "little", signed=True),
-        velocity=int.from_bytes(data[3:7], "little", signed=True),
-        position=int.from_bytes(data[7:11], "little", signed=True),
-    )
-
-
-def indirect_data_address(index: int) -> int:
-    """Address of Indirect Data `index` (1-based, 1..28)."""
-    return Addr.INDIRECT_DATA_1 + index - 1
-
-
-def make_indirect_mapping(
-    index: int, sources: Iterable[int] = STATUS_BLOCK_SOURCES
-) -> tuple[int, bytes]:
-    """Where and what to write so that Indirect Data `index`, `index + 1`, … mirror `sources`:
-    the address of Indirect Address `index` and 2 bytes per mapped address."""
-    return Addr.INDIRECT_ADDRESS_1 + 2 * (index - 1), b"".join(u16(a) for a in sources)
-
-
-# -- units ------------------------------------------------------------------------------------
-
-COUNTS_PER_REV = 4096
-_RAD_PER_COUNT = 2.0 * math.pi / COUNTS_PER_REV
-_RAD_S_PER_VELOCITY_UNIT = 0.229 * 2.0 * math.pi / 60.0
-_WATCHDOG_UNIT_S = 0.020
-_RETURN_DELAY_UNIT_S = 2e-6
-
-
-def counts_to_rad(counts: int) -> float:
-    """Position counts (4096 per revolution) to rad."""
-    return counts * _RAD_PER_COUNT
-
-
-def rad_to_counts(rad: float) -> int:
-    """rad to the nearest position count."""
-    return round(rad / _RAD_PER_COUNT)
-
-
-def velocity_to_rad_s(units: int) -> float:
-    """Present Velocity (0.229 rpm units) to rad/s."""
-    return units * _RAD_S_PER_VELOCITY_UNIT
-
-
-def rad_s_to_velocity(rad_s: float) -> int:
-    return round(rad_s / _RAD_S_PER_VELOCITY_UNIT)
-
-
-def watchdog_units(seconds: float) -> int:
-    """Bus Watchdog value (20 ms units, 1..127) for `seconds`. Raises ValueError."""
-    units = round(seconds / _WATCHDOG_UNIT_S)
-    if not 1 <= units <= 127:
-        raise ValueError(f"bus watchdog {seconds} s outside [0.02, 2.54] s")
-    return units
-
-
-def watchdog_s(units: int) -> float:
-    return units * _WATCHDOG_UNIT_S
-
-
-def return_delay_s(units: int) -> float:
-    """Return Delay Time (9), in 2 µs units, to seconds."""
-    return units * _RETURN_DELAY_UNIT_S
+# -- time on the wire -------------------------------------------------------------------------
 
 
 def wire_time_s(n_bytes: int, baudrate: int) -> float:

@@ -1,0 +1,60 @@
+"""The Dynamixel driver's configuration, validated when the config file is loaded (times in s).
+
+Each device is one X-series (or MX 2.0) servo on the chain, addressed by its bus id; the port is
+the adapter's serial device (prefer its stable ``/dev/serial/by-id/...`` path), or the pty that
+``armd sim-device dynamixel`` prints.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from drivers import dynamixel_protocol as dxl
+from drivers.base import DriverParams
+
+__all__ = ["DynamixelDeviceParams", "DynamixelParams"]
+
+
+class DynamixelDeviceParams(BaseModel):
+    """One device: its bus `id`, `direction` (-1 flips the sign) and `offset_rad` (the SI position
+    at which the device reads 0 counts)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: int = Field(ge=0, le=dxl.MAX_ID)
+    direction: Literal[1, -1] = 1
+    offset_rad: float = Field(default=0.0, allow_inf_nan=False)
+
+
+class DynamixelParams(DriverParams):
+    """The Dynamixel driver's configuration (times in s)."""
+
+    port: str = Field(min_length=1)  # e.g. /dev/serial/by-id/usb-FTDI_USB__-__Serial_Converter_…
+    baudrate: int = Field(default=1_000_000, gt=0)
+    devices: dict[str, DynamixelDeviceParams] = Field(min_length=1)
+    operating_mode: Literal["position", "extended_position"] = "extended_position"
+    bus_watchdog_s: float | None = 0.1  # None: off; 0.02 … 2.54 in 20 ms steps
+    reply_margin_s: float = Field(default=0.002, ge=0.0, allow_inf_nan=False)
+    usb_latency_s: float | None = Field(default=None, ge=0.0)  # None: read from sysfs
+    retries: int = Field(default=2, ge=0)  # for configuration commands, never for read/write
+    reboot_timeout_s: float = Field(default=2.0, gt=0.0)
+    indirect_index: int = Field(default=1, ge=1, le=29 - dxl.STATUS_BLOCK_LENGTH)
+    accept_unknown_models: bool = False
+
+    @field_validator("bus_watchdog_s")
+    @classmethod
+    def _watchdog_in_range(cls, value: float | None) -> float | None:
+        if value is not None:
+            dxl.watchdog_units(value)  # raises ValueError with the bounds
+        return value
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Self:
+        seen: dict[int, str] = {}
+        for name, device in self.devices.items():
+            if device.id in seen:
+                raise ValueError(f"devices {seen[device.id]!r} and {name!r}: same id {device.id}")
+            seen[device.id] = name
+        return self

@@ -1,0 +1,66 @@
+"""The ODrive driver's configuration, validated when the config file is loaded (times in s).
+
+Each device is one ODrive axis, addressed by its CAN node id (``<axis>.config.can.node_id``). The
+bus is any python-can interface: ``socketcan`` on Linux, ``virtual`` in-process, ``udp_multicast``
+to reach ``armd sim-device odrive`` in another process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from drivers import odrive_protocol as proto
+from drivers.base import DriverParams
+
+__all__ = ["ODriveAxisParams", "ODriveParams"]
+
+
+class ODriveAxisParams(BaseModel):
+    """One ODrive axis. `scale`: motor-shaft turns per ODrive turn (1 unless the encoder is
+    not on the motor shaft); `direction`: -1 flips the sign."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node_id: int = Field(ge=0, le=proto.MAX_NODE_ID)
+    direction: Literal[1, -1] = 1
+    scale: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+
+
+class ODriveParams(DriverParams):
+    """The ODrive driver's configuration (times in s).
+
+    open_timeout_s: `open()` waits this long for a heartbeat and an encoder estimate of each axis.
+    enable_timeout_s: enable / disable / clear_faults wait this long for confirming heartbeats.
+    reply_timeout_s: an RTR request (``feedback="rtr"``, Get_Version) waits this long.
+    feedback_timeout_s: an older encoder estimate counts as missing at `read()`, and `enable()`
+        refuses to start closed loop from it.
+    heartbeat_timeout_s: an older heartbeat counts as a timeout at `read()`.
+    vel_ff_scale: turns/s per LSB of Set_Input_Pos.Vel_FF; must match the ODrive's CAN
+        velocity scale (default 0.001).
+    """
+
+    interface: str = "socketcan"  # any python-can interface: socketcan, virtual, udp_multicast...
+    channel: str
+    bitrate: int | None = Field(default=None, gt=0)  # None: the interface's (SocketCAN: ip link)
+    devices: dict[str, ODriveAxisParams] = Field(min_length=1)
+    feedback: Literal["cyclic", "rtr"] = "cyclic"
+    input_mode: Literal["passthrough", "pos_filter", "trap_traj"] = "passthrough"
+    vel_ff_scale: float = Field(default=proto.DEFAULT_VEL_FF_SCALE, gt=0.0)
+    open_timeout_s: float = Field(default=1.0, gt=0.0)
+    enable_timeout_s: float = Field(default=1.0, gt=0.0)
+    reply_timeout_s: float = Field(default=0.02, gt=0.0)
+    feedback_timeout_s: float = Field(default=0.05, gt=0.0)
+    heartbeat_timeout_s: float = Field(default=0.5, gt=0.0)
+
+    @model_validator(mode="after")
+    def _unique_node_ids(self) -> Self:
+        seen: dict[int, str] = {}
+        for name, device in self.devices.items():
+            if device.node_id in seen:
+                raise ValueError(
+                    f"devices {seen[device.node_id]!r} and {name!r}: same node_id {device.node_id}"
+                )
+            seen[device.node_id] = name
+        return self

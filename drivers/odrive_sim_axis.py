@@ -1,0 +1,270 @@
+"""One simulated ODrive axis (firmware v0.6 CAN Simple), as pure logic on an injected clock.
+
+`SimulatedAxis` wraps a `SimulatedMotor`: `handle(frame)` processes a frame addressed to its node
+and returns the replies, `poll()` advances it to the clock's time (faults, watchdog) and returns
+the cyclic heartbeats and encoder estimates now due. It answers RTR requests, follows
+Set_Axis_State / Set_Controller_Mode / Set_Input_Pos, latches errors until Clear_Errors, refuses
+CLOSED_LOOP_CONTROL while an error is active, honours Estop and its watchdog (when enabled, no
+Set_Input_Pos for `watchdog_timeout_s` in closed loop → WATCHDOG_TIMER_EXPIRED, axis to IDLE).
+`drivers.odrive_sim` puts axes on a python-can bus.
+
+Deliberately conservative where firmware versions differ: entering closed loop moves to the last
+``input_pos`` (as firmware 0.5 does), so a master that does not set it first sees the jump.
+POS_FILTER and TRAP_TRAJ input modes are accepted and treated as PASSTHROUGH (the motor model
+already limits velocity and acceleration).
+
+Fault injection: set the fields of `SimAxisFaults` (silence, dropped, delayed or corrupt replies),
+of ``axis.motor.faults`` (``fault_code`` is reported as ODrive axis error bits; frozen encoder;
+stuck shaft), or call `SimulatedAxis.raise_error`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+import struct
+import time
+from dataclasses import dataclass, field
+
+from drivers import odrive_protocol as proto
+from drivers.base import Clock
+from drivers.sim_motor import MotorParams, SimulatedMotor
+
+__all__ = ["Corruption", "SimAxisConfig", "SimAxisFaults", "SimulatedAxis"]
+
+log = logging.getLogger(__name__)
+
+TWO_PI = 2.0 * math.pi
+_SIM_VERSION = proto.Version(2, 4, 4, 58, 0, 6, 10, 0)  # protocol 2, ODrive Pro, fw 0.6.10
+
+
+class Corruption(enum.Enum):
+    """How corrupt encoder-estimate frames are damaged."""
+
+    NONE = "none"
+    SHORT = "short"  # 6 data bytes instead of 8
+    NAN = "nan"  # a NaN position
+
+
+@dataclass(frozen=True, slots=True)
+class SimAxisConfig:
+    """One simulated axis. Periods in s (0 disables that cyclic message, RTR still works)."""
+
+    node_id: int
+    motor: MotorParams = field(default_factory=MotorParams)
+    heartbeat_period_s: float = 0.1
+    encoder_period_s: float = 0.01
+    watchdog_timeout_s: float | None = None
+    vel_ff_scale: float = proto.DEFAULT_VEL_FF_SCALE
+    torque_ff_scale: float = proto.DEFAULT_TORQUE_FF_SCALE
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class SimAxisFaults:
+    """Communication faults of one axis; tests set and clear these fields directly.
+
+    silent: disconnected: sends nothing and ignores every frame (its watchdog still runs).
+    drop_heartbeats / drop_estimates: those messages (cyclic and RTR replies) are not sent.
+    corrupt_estimates: encoder estimates are sent damaged.
+    reply_delay_s: every frame the axis sends leaves this much later.
+    """
+
+    silent: bool = False
+    drop_heartbeats: bool = False
+    drop_estimates: bool = False
+    corrupt_estimates: Corruption = Corruption.NONE
+    reply_delay_s: float = 0.0
+
+
+class SimulatedAxis:
+    """One ODrive axis: state machine, latched errors and watchdog around a `SimulatedMotor`."""
+
+    def __init__(self, config: SimAxisConfig, clock: Clock = time.monotonic) -> None:
+        proto.arbitration_id(config.node_id, proto.Command.HEARTBEAT)  # validates the node id
+        self.config = config
+        self.clock = clock
+        self.motor = SimulatedMotor(config.motor, clock, seed=config.seed)
+        self.faults = SimAxisFaults()
+        self.state = proto.AxisState.IDLE
+        self.control_mode = proto.ControlMode.POSITION_CONTROL
+        self.input_mode = proto.InputMode.PASSTHROUGH
+        self.input_pos_turns = 0.0
+        self.active_errors = 0
+        self.disarm_reason = 0
+        self.procedure_result = proto.ProcedureResult.SUCCESS
+        self.frames_received = 0
+        now = clock()
+        self._last_feed = now
+        self._next_heartbeat = now
+        self._next_estimate = now
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def axis_error(self) -> int:
+        """What the heartbeat reports: active errors | the reason of the last disarm."""
+        return self.active_errors | self.disarm_reason
+
+    def raise_error(self, bits: int) -> None:
+        """Latch axis error `bits` (until Clear_Errors); disarms the axis if it was armed."""
+        self.active_errors |= bits
+        if self.state is proto.AxisState.CLOSED_LOOP_CONTROL:
+            self.disarm_reason |= bits
+            self.procedure_result = proto.ProcedureResult.DISARMED
+            self._enter_idle()
+
+    # -- frames in ----------------------------------------------------------------------------
+
+    def handle(self, frame: proto.Frame) -> list[proto.Frame]:
+        """Process one frame addressed to this node; returns the replies to send."""
+        if self.faults.silent:
+            return []
+        self.frames_received += 1
+        _, cmd = proto.split_id(frame.arbitration_id)
+        if frame.is_remote:
+            return self._answer_request(cmd)
+        try:
+            self._apply_command(cmd, frame.data)
+        except (proto.MalformedFrameError, ValueError) as exc:  # ValueError: unknown enum value
+            log.warning("simulated ODrive node %d: ignoring frame: %s", self.node_id, exc)
+        return []
+
+    def _apply_command(self, cmd: int, data: bytes) -> None:
+        c = proto.Command
+        if cmd == c.SET_INPUT_POS:
+            self._set_input_pos(data)
+        elif cmd == c.SET_AXIS_STATE:
+            self._request_state(proto.parse_set_axis_state(data))
+        elif cmd == c.SET_CONTROLLER_MODE:
+            control, input_mode = proto.parse_set_controller_mode(data)
+            self.control_mode = proto.ControlMode(control)
+            self.input_mode = proto.InputMode(input_mode)
+        elif cmd == c.CLEAR_ERRORS:
+            proto.parse_clear_errors(data)
+            self.active_errors = 0
+            self.disarm_reason = 0
+            if self.state is proto.AxisState.IDLE:
+                self.procedure_result = proto.ProcedureResult.SUCCESS
+        elif cmd == c.ESTOP:
+            self.raise_error(proto.AxisError.ESTOP_REQUESTED)
+
+    def _set_input_pos(self, data: bytes) -> None:
+        cfg = self.config
+        setpoint = proto.parse_set_input_pos(
+            data, vel_ff_scale=cfg.vel_ff_scale, torque_ff_scale=cfg.torque_ff_scale
+        )
+        self.input_pos_turns = setpoint.position_turns
+        self._last_feed = self.clock()
+        if self._following():
+            self.motor.command(setpoint.position_turns * TWO_PI, setpoint.vel_ff_turns_s * TWO_PI)
+
+    def _request_state(self, requested: int) -> None:
+        if requested == proto.AxisState.IDLE:
+            self._enter_idle()
+            self.procedure_result = proto.ProcedureResult.SUCCESS
+        elif requested == proto.AxisState.CLOSED_LOOP_CONTROL:
+            if self.axis_error:
+                self.procedure_result = proto.ProcedureResult.DISARMED
+                return
+            self.state = proto.AxisState.CLOSED_LOOP_CONTROL
+            self.procedure_result = proto.ProcedureResult.BUSY
+            self._last_feed = self.clock()
+            self.motor.enable()
+            if self._following():
+                self.motor.command(self.input_pos_turns * TWO_PI)
+        else:  # calibration, homing, ...: not simulated
+            self.procedure_result = proto.ProcedureResult.INVALID_STATE
+
+    def _following(self) -> bool:
+        return (
+            self.state is proto.AxisState.CLOSED_LOOP_CONTROL
+            and self.control_mode is proto.ControlMode.POSITION_CONTROL
+        )
+
+    def _enter_idle(self) -> None:
+        self.state = proto.AxisState.IDLE
+        self.motor.disable()
+
+    # -- frames out ---------------------------------------------------------------------------
+
+    def poll(self) -> list[proto.Frame]:
+        """Advance to the clock's time (faults, watchdog) and return the cyclic frames now due."""
+        now = self.clock()
+        if self.motor.faults.fault_code:
+            self.raise_error(self.motor.faults.fault_code)
+        timeout = self.config.watchdog_timeout_s
+        if (
+            timeout is not None
+            and self.state is proto.AxisState.CLOSED_LOOP_CONTROL
+            and now - self._last_feed > timeout
+        ):
+            self.raise_error(proto.AxisError.WATCHDOG_TIMER_EXPIRED)
+        frames: list[proto.Frame] = []
+        if _due(now, self._next_heartbeat, self.config.heartbeat_period_s):
+            self._next_heartbeat = _next_time(
+                now, self._next_heartbeat, self.config.heartbeat_period_s
+            )
+            frames += self._heartbeat()
+        if _due(now, self._next_estimate, self.config.encoder_period_s):
+            self._next_estimate = _next_time(now, self._next_estimate, self.config.encoder_period_s)
+            frames += self._estimates()
+        return [] if self.faults.silent else frames
+
+    def next_deadline(self) -> float:
+        """The clock time at which `poll` next has something to send (or a watchdog to check)."""
+        deadlines = [math.inf]
+        if self.config.heartbeat_period_s > 0:
+            deadlines.append(self._next_heartbeat)
+        if self.config.encoder_period_s > 0:
+            deadlines.append(self._next_estimate)
+        timeout = self.config.watchdog_timeout_s
+        if timeout is not None and self.state is proto.AxisState.CLOSED_LOOP_CONTROL:
+            deadlines.append(self._last_feed + timeout)
+        return min(deadlines)
+
+    def _answer_request(self, cmd: int) -> list[proto.Frame]:
+        c = proto.Command
+        if cmd == c.HEARTBEAT:
+            return self._heartbeat()
+        if cmd == c.GET_ENCODER_ESTIMATES:
+            return self._estimates()
+        if cmd == c.GET_ERROR:
+            status = proto.ErrorStatus(self.active_errors, self.disarm_reason)
+            return [proto.make_error_status(self.node_id, status)]
+        if cmd == c.GET_VERSION:
+            return [proto.make_version(self.node_id, _SIM_VERSION)]
+        return []
+
+    def _heartbeat(self) -> list[proto.Frame]:
+        if self.faults.drop_heartbeats:
+            return []
+        beat = proto.Heartbeat(self.axis_error, self.state, self.procedure_result, True)
+        return [proto.make_heartbeat(self.node_id, beat)]
+
+    def _estimates(self) -> list[proto.Frame]:
+        sample = self.motor.sample()
+        if self.faults.drop_estimates:
+            return []
+        estimates = proto.EncoderEstimates(sample.position / TWO_PI, sample.velocity / TWO_PI)
+        frame = proto.make_encoder_estimates(self.node_id, estimates)
+        corruption = self.faults.corrupt_estimates
+        if corruption is Corruption.SHORT:
+            frame = proto.Frame(frame.arbitration_id, frame.data[:6])
+        elif corruption is Corruption.NAN:
+            data = struct.pack("<ff", math.nan, estimates.velocity_turns_s)
+            frame = proto.Frame(frame.arbitration_id, data)
+        return [frame]
+
+
+def _due(now: float, deadline: float, period: float) -> bool:
+    return period > 0 and now >= deadline
+
+
+def _next_time(now: float, deadline: float, period: float) -> float:
+    """Keep the cadence, but skip beats that are already past instead of bursting them."""
+    following = deadline + period
+    return following if following > now else now + period
