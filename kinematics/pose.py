@@ -68,8 +68,8 @@ class Pose:
         """Wrap read-only arrays already known to be finite, shaped right and unit (kernel
         outputs): the validation of `__init__` costs more than a whole compiled FK."""
         pose = object.__new__(cls)
-        object.__setattr__(pose, "translation", translation)
-        object.__setattr__(pose, "quaternion", quaternion)
+        _SET_TRANSLATION(pose, translation)  # the slots' own setters: cheaper than setattr
+        _SET_QUATERNION(pose, quaternion)
         return pose
 
     @classmethod
@@ -135,3 +135,7 @@ class Pose:
         t = ", ".join(f"{v:.6g}" for v in self.translation)
         q = ", ".join(f"{v:.6g}" for v in self.quaternion)
         return f"Pose(translation=[{t}], quaternion=[{q}])"
+
+
+_SET_TRANSLATION = Pose.__dict__["translation"].__set__
+_SET_QUATERNION = Pose.__dict__["quaternion"].__set__

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Chain", "KinematicTree"]
 
+_F64 = np.dtype(np.float64)
 _FK_POSE = _kernels.entry(_kernels.fk_pose)
 _FK_POSE_JACOBIAN = _kernels.entry(_kernels.fk_pose_jacobian)
 _FK_BATCH = _kernels.entry(_kernels.fk_batch)
@@ -104,6 +105,7 @@ class KinematicTree:
         joints = [link for link in self.links if isinstance(link.motor, JointMotor)]
         self.joint_names: tuple[str, ...] = self._independent_joints(joints)
         self.dof = len(self.joint_names)
+        self._q_shape = (self.dof,)
         self.limits = JointLimits(
             self.joint_names,
             [self._joint_link(j).motor.limits for j in self.joint_names],  # type: ignore[union-attr]
@@ -258,7 +260,13 @@ class KinematicTree:
     def fk(self, q: ArrayLike, link: str | None = None) -> Pose:
         """``root_from_link`` at joint vector `q` (dof,), as a product of dual quaternions."""
         chain = self._chain_or_default(link)
-        q = self.q_vector(q)
+        if not (  # the common case checked inline: this call is the hot path of telemetry
+            q.__class__ is np.ndarray
+            and q.dtype is _F64
+            and q.shape == self._q_shape
+            and q.flags.c_contiguous
+        ):
+            q = self.q_vector(q)
         pose7 = np.empty(7)
         if not _FK_POSE(chain.packed, q, pose7):
             raise self._not_finite(q)
