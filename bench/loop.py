@@ -18,28 +18,20 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
-import re
-import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
-# bench/ holds scripts named like packages (drivers.py, kinematics.py) that armd imports: keep this
-# folder off the import path.
+# bench/ holds scripts named like packages (drivers.py, kinematics.py) that armd imports: import
+# the packages with this folder off the path, then put it back for the sibling bench modules.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import aiomqtt  # noqa: E402
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
 from numpy.typing import ArrayLike, NDArray  # noqa: E402
 
 from armd.config import ArmSetup, load_config  # noqa: E402
@@ -49,82 +41,21 @@ from armd.messages import Mode  # noqa: E402
 from armd.mqtt import Topics  # noqa: E402
 from armd.notify import SystemdNotifier  # noqa: E402
 
-Array = NDArray[np.float64]
-ROOT = _HERE.parent
-SIM_CONFIG = ROOT / "config" / "sim.yaml"
-HOST = "127.0.0.1"
-HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])  # sim.yaml, rad
-TIMING = re.compile(
-    r"loop timing: (\d+) ticks, (\d+) missed, period error p50 ([\d.]+) ms, p99 ([\d.]+) ms, "
-    r"max ([\d.]+) ms"
+sys.path.append(str(_HERE))
+from harness import (  # noqa: E402
+    HOME,
+    HOST,
+    LoopTiming,
+    cpu_seconds,
+    daemon_process,
+    loop_timing,
+    machine,
+    mosquitto,
+    write_config,
 )
+
+Array = NDArray[np.float64]
 FINAL = {"succeeded", "aborted", "preempted", "rejected"}
-
-
-def machine() -> str:
-    cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
-    return (
-        f"machine: {os.cpu_count()} CPUs, {model.group(1) if model else 'unknown CPU'}; "
-        f"load average {os.getloadavg()[0]:.2f}\n"
-        f"Python {platform.python_version()}; {datetime.now().isoformat(timespec='seconds')}"
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def mosquitto(workdir: Path, nodelay: bool) -> Iterator[int]:
-    """A private broker on a free loopback port; yields the port. `nodelay`: TCP_NODELAY on its
-    client sockets (Mosquitto's default is off: Nagle's algorithm delays small messages)."""
-    port = free_port()
-    conf = workdir / f"mosquitto-{port}.conf"
-    lines = [f"listener {port} {HOST}", "allow_anonymous true", "persistence false"]
-    lines.append(f"set_tcp_nodelay {'true' if nodelay else 'false'}")
-    if os.geteuid() == 0:  # as root, mosquitto would drop to a user who cannot read workdir
-        lines.append("user root")
-    conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    with (workdir / f"mosquitto-{port}.out").open("wb") as out:
-        broker = subprocess.Popen(
-            ["mosquitto", "-c", str(conf)], stdout=out, stderr=out, start_new_session=True
-        )
-    try:
-        deadline = time.monotonic() + 10.0
-        while True:
-            with suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
-                break
-            if broker.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"mosquitto did not start on port {port}")
-            time.sleep(0.02)
-        yield port
-    finally:
-        stop_process(broker)
-
-
-def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def write_config(workdir: Path, rate_hz: int, port: int) -> Path:
-    """config/sim.yaml at `rate_hz`, on the benchmark's broker, its lock file in `workdir`."""
-    doc = yaml.safe_load(SIM_CONFIG.read_text(encoding="utf-8"))
-    doc["loop_hz"] = rate_hz
-    doc["model"] = str(SIM_CONFIG.parent / doc["model"])  # relative to the new file otherwise
-    doc["mqtt"] = {**doc.get("mqtt", {}), "host": HOST, "port": port}
-    doc["lock_file"] = str(workdir / "armd.lock")
-    path = workdir / f"sim-{rate_hz}.yaml"
-    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
-    return path
 
 
 class StatusWatcher:
@@ -186,23 +117,10 @@ async def send_random_goals(setup: ArmSetup, duration_s: float) -> dict[str, int
     return counts
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
-
-
-def wait_ready(daemon: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while "ready:" not in log_path.read_text(encoding="utf-8", errors="replace"):
-        if daemon.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"the daemon did not become ready:\n{log_path.read_text()}")
-        time.sleep(0.05)
-
-
 @dataclass(frozen=True)
 class TimingRow:
     rate_hz: int
-    figures: tuple[str, ...]  # ticks, missed, p50, p99, max (ms) from the daemon's log line
+    timing: LoopTiming  # from the daemon's final log line
     cpu_pct: float  # of one core
     load: float  # 1-min load average at the end of the run
     goals: str
@@ -212,24 +130,12 @@ def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> Tim
     """Run the daemon as a subprocess at `rate_hz`; the figures of its final timing line."""
     config = write_config(workdir, rate_hz, port)
     log_path = workdir / f"daemon-{rate_hz}.log"
-    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-    command = [sys.executable, "-m", "armd", "run", "--config", str(config)]
-    with log_path.open("wb") as log:
-        daemon = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
-        )
-    try:
-        wait_ready(daemon, log_path)
+    with daemon_process(config, log_path) as daemon:
         cpu0, wall0 = cpu_seconds(daemon.pid), time.monotonic()
         counts = asyncio.run(send_random_goals(load_config(config), duration_s))
         cpu = (cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
-    finally:
-        stop_process(daemon)
-    found = TIMING.findall(log_path.read_text(encoding="utf-8", errors="replace"))
-    if not found:
-        raise RuntimeError(f"no 'loop timing' line in {log_path}")
     goals = ", ".join(f"{n} {s}" for s, n in counts.items())
-    return TimingRow(rate_hz, found[-1], cpu, os.getloadavg()[0], goals)
+    return TimingRow(rate_hz, loop_timing(log_path), cpu, os.getloadavg()[0], goals)
 
 
 class FirstCommandProbe:
@@ -307,9 +213,9 @@ def print_timing(rows: list[TimingRow], duration_s: float) -> None:
     print(f"{'rate Hz':>8} {'ticks':>7} {'missed':>6} {'p50 ms':>7} {'p99 ms':>7} "
           f"{'max ms':>7} {'CPU %':>6} {'load':>5}  goals")  # fmt: skip
     for r in rows:
-        ticks, missed, p50, p99, worst = r.figures
-        print(f"{r.rate_hz:>8} {ticks:>7} {missed:>6} {p50:>7} {p99:>7} {worst:>7} "
-              f"{r.cpu_pct:>6.1f} {r.load:>5.2f}  {r.goals}")  # fmt: skip
+        t = r.timing
+        print(f"{r.rate_hz:>8} {t.ticks:>7} {t.missed:>6} {t.p50_ms:>7.3f} {t.p99_ms:>7.3f} "
+              f"{t.max_ms:>7.3f} {r.cpu_pct:>6.1f} {r.load:>5.2f}  {r.goals}")  # fmt: skip
     print("   target: 500 Hz with p99 period error <= 1 ms and no missed tick")
 
 

@@ -1,0 +1,170 @@
+"""Helpers shared by the daemon benchmarks (loop.py, soak.py): a private Mosquitto, a config
+derived from config/sim.yaml, `python -m armd run` as a subprocess, its final "loop timing" line,
+and CPU / memory from /proc.
+
+Import it after the `armd`, `drivers` and `kinematics` packages (the scripts here take their own
+folder off `sys.path` first, then put it back for this module).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SIM_CONFIG = ROOT / "config" / "sim.yaml"
+HOST = "127.0.0.1"
+HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])  # sim.yaml, rad
+_TIMING = re.compile(
+    r"loop timing: (\d+) ticks, (\d+) missed, period error p50 ([\d.]+) ms, p99 ([\d.]+) ms, "
+    r"max ([\d.]+) ms(?:; limiter interventions (\d+))?"
+)
+
+
+def machine() -> str:
+    cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    return (
+        f"machine: {os.cpu_count()} CPUs, {model.group(1) if model else 'unknown CPU'}; "
+        f"load average {os.getloadavg()[0]:.2f}\n"
+        f"Python {platform.python_version()}; {datetime.now().isoformat(timespec='seconds')}"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def mosquitto(workdir: Path, nodelay: bool, options: Sequence[str] = ()) -> Iterator[int]:
+    """A private broker on a free loopback port; yields the port. `nodelay`: TCP_NODELAY on its
+    client sockets (Mosquitto's default is off: Nagle's algorithm delays small messages);
+    `options`: more mosquitto.conf lines."""
+    port = free_port()
+    conf = workdir / f"mosquitto-{port}.conf"
+    lines = [f"listener {port} {HOST}", "allow_anonymous true", "persistence false"]
+    lines.append(f"set_tcp_nodelay {'true' if nodelay else 'false'}")
+    lines.extend(options)
+    if os.geteuid() == 0:  # as root, mosquitto would drop to a user who cannot read workdir
+        lines.append("user root")
+    conf.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with (workdir / f"mosquitto-{port}.out").open("wb") as out:
+        broker = subprocess.Popen(
+            ["mosquitto", "-c", str(conf)], stdout=out, stderr=out, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 10.0
+        while True:
+            with suppress(OSError), socket.create_connection((HOST, port), timeout=1.0):
+                break
+            if broker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"mosquitto did not start on port {port}")
+            time.sleep(0.02)
+        yield port
+    finally:
+        stop_process(broker)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def write_config(workdir: Path, rate_hz: int, port: int) -> Path:
+    """config/sim.yaml at `rate_hz`, on the benchmark's broker, its lock file in `workdir`."""
+    doc = yaml.safe_load(SIM_CONFIG.read_text(encoding="utf-8"))
+    doc["loop_hz"] = rate_hz
+    doc["model"] = str(SIM_CONFIG.parent / doc["model"])  # relative to the new file otherwise
+    doc["mqtt"] = {**doc.get("mqtt", {}), "host": HOST, "port": port}
+    doc["lock_file"] = str(workdir / "armd.lock")
+    path = workdir / f"sim-{rate_hz}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@contextmanager
+def daemon_process(config: Path, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m armd run --config config`, logging to `log_path`; yields it once ready (its
+    "ready:" log line) and sends it SIGTERM on any exit."""
+    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+    command = [sys.executable, "-m", "armd", "run", "--config", str(config)]
+    with log_path.open("wb") as log:
+        daemon = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+        )
+    try:
+        wait_ready(daemon, log_path)
+        yield daemon
+    finally:
+        stop_process(daemon)
+
+
+def wait_ready(daemon: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s  # a cold numba cache compiles for ~25 s
+    while "ready:" not in log_path.read_text(encoding="utf-8", errors="replace"):
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the daemon did not become ready:\n{log_path.read_text()}")
+        time.sleep(0.05)
+
+
+@dataclass(frozen=True)
+class LoopTiming:
+    """The daemon's last "loop timing" log line."""
+
+    ticks: int
+    missed: int
+    p50_ms: float
+    p99_ms: float
+    max_ms: float
+    interventions: int | None  # limiter interventions (None: not in the line)
+
+
+def loop_timing(log_path: Path) -> LoopTiming:
+    found = _TIMING.findall(log_path.read_text(encoding="utf-8", errors="replace"))
+    if not found:
+        raise RuntimeError(f"no 'loop timing' line in {log_path}")
+    ticks, missed, p50, p99, worst, interventions = found[-1]
+    return LoopTiming(
+        int(ticks),
+        int(missed),
+        float(p50),
+        float(p99),
+        float(worst),
+        int(interventions) if interventions else None,
+    )
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
+    """`field` of /proc/<pid>/status (VmRSS: resident memory now, VmHWM: its peak) in MiB; None
+    once the process has exited."""
+    with suppress(OSError):
+        status = Path(f"/proc/{pid}/status").read_text()
+        found = re.search(rf"^{field}:\s*(\d+) kB", status, re.M)
+        return int(found.group(1)) / 1024.0 if found else None
+    return None
