@@ -25,10 +25,11 @@ def _command_modules() -> list[ModuleType]:
         check_cmd,
         daemon_cmd,
         kinematics_cmd,
+        map_cmd,
         sim_device_cmd,
     )
 
-    return [daemon_cmd, check_cmd, kinematics_cmd, sim_device_cmd]
+    return [daemon_cmd, check_cmd, kinematics_cmd, map_cmd, sim_device_cmd]
 
 
 def build_parser() -> argparse.ArgumentParser:

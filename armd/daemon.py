@@ -176,7 +176,7 @@ class Daemon:
             return
         if self.setup.broker_loss == "stop":
             self.pipeline.accepting = False
-            if self.loop.moving:
+            if self.loop.busy:  # moving, or an accepted motion about to start
                 log.warning("broker connection lost: stopping the current motion")
                 self.loop.submit(StopRequest(None, "broker connection lost"))
         else:

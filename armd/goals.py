@@ -3,7 +3,9 @@
 A goal never blocks the tick. Planning a pose goal (IK seeded from the latest *measured* state,
 limit and reachability checks, the "no branch jump" rule, linear paths) runs in a worker thread;
 the compiled kernels release the GIL. A joints goal needs only a limit check and is planned
-inline. The newest goal wins: a goal superseded before it was planned ends as ``preempted``;
+inline. A keypoints goal is mapped (`kinematics.mapping`) from the measured state, in the worker
+thread too, and refused when a segment stays more than `KEYPOINTS_TOLERANCE` off its target
+direction. The newest goal wins: a goal superseded before it was planned ends as ``preempted``;
 every goal gets a final status.
 
 Statuses: ``rejected`` (with the reason) when planning fails, else ``accepted`` and the request goes
@@ -22,10 +24,20 @@ import numpy as np
 from numpy.typing import NDArray
 
 from armd.loop import ControlLoop, MoveRequest, StopRequest
-from armd.messages import Goal, GoalStatus, JointsGoal, Mode, PoseGoal, StatusUpdate, StopGoal
+from armd.messages import (
+    Goal,
+    GoalStatus,
+    JointsGoal,
+    KeypointsGoal,
+    Mode,
+    PoseGoal,
+    StatusUpdate,
+    StopGoal,
+)
 from armd.trajectory import MotionLimits
-from kinematics import KinematicTree, Pose
+from kinematics import KinematicsError, KinematicTree, Pose
 from kinematics.ik import IKOptions
+from kinematics.mapping import MappingOptions, map_chain
 from kinematics.quaternion import quat_conj, quat_mul, quat_to_axis_angle
 
 __all__ = ["GoalPipeline", "PlanSettings", "Rejected"]
@@ -33,6 +45,12 @@ __all__ = ["GoalPipeline", "PlanSettings", "Rejected"]
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
+# rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
+# skeleton's shape rarely fits our joint axes exactly (our elbow bends in one plane); beyond
+# this the arm's shape would visibly differ from the target's, and the goal is refused.
+KEYPOINTS_TOLERANCE = 0.05
+_KEYPOINTS_OPTIONS = MappingOptions(tolerance=KEYPOINTS_TOLERANCE)
+BROKER_LOST = "the broker connection was lost; goals are refused until it is back"
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,11 +113,11 @@ class GoalPipeline:
             if goal is not None and not isinstance(goal, StopGoal):
                 await self._handle(goal)
 
-    async def _handle(self, goal: PoseGoal | JointsGoal) -> None:
+    async def _handle(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> None:
         sequence = self._sequence
         try:
             if isinstance(goal, PoseGoal) and goal.motion == "linear":
-                await self._wait_at_rest()
+                await self._wait_at_rest(goal.goal_id)
             if isinstance(goal, JointsGoal):
                 request = self.plan(goal)  # microseconds: a thread hand-off would cost more
             else:
@@ -110,14 +128,17 @@ class GoalPipeline:
         if sequence != self._sequence:  # a newer goal (or a stop) arrived while planning
             self._status(goal.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
             return
+        if not self.accepting:  # the broker was lost while planning: do not start moving now
+            self._status(goal.goal_id, GoalStatus.REJECTED, BROKER_LOST)
+            return
         self._status(goal.goal_id, GoalStatus.ACCEPTED, None)
         self.loop.submit(request)
 
-    async def _wait_at_rest(self) -> None:
-        """Linear paths start from rest: stop a running motion first."""
+    async def _wait_at_rest(self, goal_id: str) -> None:
+        """Linear paths start from rest: stop a running motion first (it is preempted)."""
         if not self.loop.moving:
             return
-        self.loop.submit(StopRequest(None, "stopping before a linear move"))
+        self.loop.submit(StopRequest(None, f"preempted by {goal_id}", GoalStatus.PREEMPTED))
         deadline = asyncio.get_running_loop().time() + self.settings.stop_wait_s
         while self.loop.moving:
             if asyncio.get_running_loop().time() > deadline:
@@ -126,16 +147,18 @@ class GoalPipeline:
 
     # -- planning (runs in a worker thread) -------------------------------------------------------
 
-    def plan(self, goal: PoseGoal | JointsGoal) -> MoveRequest:
+    def plan(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> MoveRequest:
         """The loop request for a goal, or `Rejected` with the reason."""
         if not self.accepting:
-            raise Rejected("the broker connection was lost; goals are refused until it is back")
+            raise Rejected(BROKER_LOST)
         if self.loop.mode in (Mode.FAULT, Mode.ESTOP):  # the loop would abort it: say so now
             raise Rejected(f"arm is {self.loop.mode.value}: reset first")
         if self.loop.commanded is None or self.loop.measured is None:
             raise Rejected(f"arm is {self.loop.mode.value}: not ready for goals")
         if isinstance(goal, JointsGoal):
             return self._plan_joints(goal)
+        if isinstance(goal, KeypointsGoal):
+            return self._plan_keypoints(goal)
         if goal.motion == "linear":
             return self._plan_linear(goal)
         return self._plan_pose(goal)
@@ -146,6 +169,30 @@ class GoalPipeline:
             raise Rejected(f"positions: joints {fixed} are fixed by the configuration")
         assert self.loop.commanded is not None
         target = self.tree.q_from_mapping(dict(goal.positions), self.loop.commanded.position)
+        violations = self.tree.limits.check(target)
+        if violations:
+            raise Rejected("; ".join(str(v) for v in violations))
+        return MoveRequest(goal.goal_id, self.limits.scaled(goal.speed), target=target)
+
+    def _plan_keypoints(self, goal: KeypointsGoal) -> MoveRequest:
+        """Map the shape from the measured state; the joints it does not decide (and the fixed
+        ones) keep their commanded position, like a joints goal's unnamed joints."""
+        assert self.loop.measured is not None
+        assert self.loop.commanded is not None
+        try:
+            result = map_chain(
+                self.tree,
+                goal.links,
+                np.array(goal.points),
+                self.loop.measured.position,
+                options=_KEYPOINTS_OPTIONS,
+                hold=self.settings.fixed_joints,
+            )
+        except KinematicsError as exc:
+            raise Rejected(f"points: {exc}") from None
+        if not result.success:
+            raise Rejected(f"points: shape not reachable within the joint limits: {result.message}")
+        target = np.where(result.determined, result.q, self.loop.commanded.position)
         violations = self.tree.limits.check(target)
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))

@@ -6,9 +6,12 @@ it exists so that no bug upstream can ever command a joint out of bounds. Per ti
 
 1. velocity ``v = (p_wanted - p_prev) / dt``, clipped to ± velocity limit;
 2. clipped so that the joint can still stop before a position bound at its acceleration limit
-   (``|v| ≤ sqrt(2 a d)`` toward a bound at distance d);
+   (toward a bound at distance d, the braking curve of `braking_velocity`: the discrete-time form
+   of ``sqrt(2 a d)``, which a joint riding it follows while slowing by exactly ``a dt`` per tick;
+   the continuous curve would need up to twice the acceleration limit in the last ticks);
 3. clipped to ``v_prev ± a dt`` (acceleration), unless step 2 demands harder braking — the position
-   bound wins over the acceleration bound;
+   bound wins over the acceleration bound (a safety net: a joint that rides the curve from rest
+   never needs it);
 4. ``p = p_prev + v dt``, clipped into the position bounds.
 
 Interventions (any clip that changed the request by more than a rounding tolerance) are counted.
@@ -23,10 +26,28 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["SetpointLimiter"]
+__all__ = ["SetpointLimiter", "braking_velocity"]
 
 Array = NDArray[np.float64]
 _TOLERANCE = 1e-9
+
+
+def braking_velocity(distance: Array, acceleration: Array, dt: float) -> Array:
+    """The fastest velocity (≥ 0) at which a joint may move for one tick toward a bound at
+    `distance` and still stop at the bound by slowing down by at most ``acceleration · dt`` per
+    tick (the discrete-time form of ``sqrt(2 a d)``). From it, the next tick's braking velocity is
+    exactly ``acceleration · dt`` lower, so riding the curve never exceeds the limit.
+
+    In units of ``a dt`` (velocity u) and ``a dt²`` (distance D): moving at u, then u - 1, u - 2,
+    …, down to rest covers ``C(u) = (n + 1) u - n (n + 1) / 2`` with ``n = floor(u)``; this is its
+    inverse, piecewise linear between ``C(n) = n (n + 1) / 2``. Infinite distances give infinity.
+    """
+    step = acceleration * dt
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = distance / (step * dt)
+        n = np.floor((np.sqrt(1.0 + 8.0 * d) - 1.0) / 2.0)
+        u = (d + n * (n + 1.0) / 2.0) / (n + 1.0)
+    return np.where(np.isfinite(d), u * step, np.inf)
 
 
 class SetpointLimiter:
@@ -62,12 +83,9 @@ class SetpointLimiter:
         dt = self.dt
         v = (wanted - self.position) / dt
         v = np.clip(v, -self.velocity_limit, self.velocity_limit)
-        braking_up = np.sqrt(
-            2.0 * self.acceleration_limit * np.maximum(self.upper - self.position, 0.0)
-        )
-        braking_down = np.sqrt(
-            2.0 * self.acceleration_limit * np.maximum(self.position - self.lower, 0.0)
-        )
+        a = self.acceleration_limit
+        braking_up = braking_velocity(np.maximum(self.upper - self.position, 0.0), a, dt)
+        braking_down = braking_velocity(np.maximum(self.position - self.lower, 0.0), a, dt)
         v_low = np.maximum(self.velocity - self.acceleration_limit * dt, -braking_down)
         v_high = np.minimum(self.velocity + self.acceleration_limit * dt, braking_up)
         # Braking toward a bound can demand more than the acceleration limit: position wins.

@@ -61,8 +61,12 @@ class MoveRequest:
 
 @dataclass(frozen=True, slots=True)
 class StopRequest:
+    """Stop the motion, then hold. The goal being stopped ends as `outcome` with `reason`
+    (``preempted`` when a newer goal asked for the stop, e.g. a linear move that starts at rest)."""
+
     goal_id: str | None = None
     reason: str = "stop requested"
+    outcome: GoalStatus = GoalStatus.ABORTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +142,7 @@ class ControlLoop:
     def submit(self, request: MoveRequest | StopRequest) -> None:
         """Queue a motion request; a newer one replaces it before it starts (newest wins)."""
         replaced = self._pending
-        if isinstance(replaced, MoveRequest):
+        if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
             self._status(replaced.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
         self._pending = request
 
@@ -277,11 +281,12 @@ class ControlLoop:
                 "reset refused: drivers %s not reconnected yet", sorted(self.hardware.failed)
             )
             return
-        if (self.fault is not None and self.fault.code == "device_fault") or (
-            self._enabled and not self.hardware.enabled
-        ):
+        device_fault = self.fault is not None and self.fault.code == "device_fault"
+        if device_fault or measured.faults or (self._enabled and not self.hardware.enabled):
             # Latched drive faults are cleared on the drives, which needs them disabled; a driver
-            # that was reconnected comes back disabled: both restart through INACTIVE.
+            # that was reconnected comes back disabled: both restart through INACTIVE. A drive
+            # may report a fault behind another one (its watchdog expired while its replies were
+            # lost): cleared too, or no reset could ever succeed.
             await self._disable()
             try:
                 await self.hardware.clear_faults()
@@ -311,11 +316,11 @@ class ControlLoop:
         elif isinstance(pending, StopRequest) and pending.goal_id is not None:
             self._status(pending.goal_id, GoalStatus.SUCCEEDED, None)
 
-    def _stop_motion(self, reason: str) -> None:
-        """Controlled stop from the commanded state; the active goal ends as aborted."""
+    def _stop_motion(self, reason: str, outcome: GoalStatus = GoalStatus.ABORTED) -> None:
+        """Controlled stop from the commanded state; the active goal ends as `outcome`."""
         active = self._active
         if active is not None and active.goal_id is not None and not active.is_stop:
-            self._status(active.goal_id, GoalStatus.ABORTED, reason)
+            self._status(active.goal_id, outcome, reason)
         assert self.commanded is not None
         stop = StopMotion(self.commanded, self.limits)
         goal_id = active.goal_id if active is not None and active.is_stop else None
@@ -329,9 +334,15 @@ class ControlLoop:
             return
         if isinstance(request, StopRequest):
             if self.mode == Mode.MOVING:
-                self._stop_motion(request.reason)
-            if self._active is not None and self._active.is_stop:
-                self._active.goal_id = request.goal_id
+                self._stop_motion(request.reason, request.outcome)
+            active = self._active
+            if active is not None and active.is_stop:
+                # The stop under way now answers this request; an earlier stop's id is answered.
+                if request.goal_id is not None:
+                    if active.goal_id is not None:
+                        reason = f"preempted by {request.goal_id}"
+                        self._status(active.goal_id, GoalStatus.PREEMPTED, reason)
+                    active.goal_id = request.goal_id
             elif request.goal_id is not None:
                 self._status(request.goal_id, GoalStatus.SUCCEEDED, None)
             return
@@ -350,7 +361,7 @@ class ControlLoop:
             self._status(request.goal_id, GoalStatus.ABORTED, str(exc))
             return
         previous = self._active
-        if previous is not None and previous.goal_id is not None and not previous.is_stop:
+        if previous is not None and previous.goal_id is not None:  # a stop under way too
             self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {request.goal_id}")
         self._active = _Active(request.goal_id, motion, self.tick_count, request=request)
         self._set_mode(Mode.MOVING)

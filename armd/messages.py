@@ -18,6 +18,7 @@ __all__ = [
     "Goal",
     "GoalStatus",
     "JointsGoal",
+    "KeypointsGoal",
     "Mode",
     "PoseGoal",
     "Rejection",
@@ -129,13 +130,25 @@ class JointsGoal:
 
 
 @dataclass(frozen=True, slots=True)
+class KeypointsGoal:
+    """Put the arm in the shape of another chain: align each segment between consecutive `links`
+    (root first, each a descendant of the one before) with the segment between the matching
+    `points` (m, root frame; only directions count, not lengths or where the points are)."""
+
+    goal_id: str
+    links: tuple[str, ...]
+    points: tuple[tuple[float, float, float], ...]
+    speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class StopGoal:
     """Controlled stop at maximum deceleration, then hold."""
 
     goal_id: str | None = None
 
 
-Goal = PoseGoal | JointsGoal | StopGoal
+Goal = PoseGoal | JointsGoal | KeypointsGoal | StopGoal
 
 
 @dataclass(frozen=True, slots=True)

@@ -437,6 +437,7 @@ class MqttBridge:
 
     async def _pump_statuses(self, client: aiomqtt.Client) -> None:
         while True:
+            _raise_if_cancelled()
             while not self._statuses:
                 self._statuses_ready.clear()
                 await self._statuses_ready.wait()
@@ -463,6 +464,7 @@ class MqttBridge:
 
     async def _pump_telemetry(self, client: aiomqtt.Client) -> None:
         while True:
+            _raise_if_cancelled()
             await self._telemetry_ready.wait()
             self._telemetry_ready.clear()
             telemetry, self._telemetry = self._telemetry, None
@@ -477,6 +479,7 @@ class MqttBridge:
 
     async def _pump_fault(self, client: aiomqtt.Client) -> None:
         while True:
+            _raise_if_cancelled()
             await self._fault_ready.wait()
             self._fault_ready.clear()
             await self._publish_fault(client, force=False)
@@ -568,6 +571,16 @@ def reconnect_delay_s(attempt: int, min_s: float, max_s: float, rng: random.Rand
     the ceiling, never below `min_s`) so that many daemons do not reconnect in step."""
     ceiling = min(max_s, min_s * 2.0 ** min(attempt, 64))
     return max(min_s, rng.uniform(ceiling / 2.0, ceiling))
+
+
+def _raise_if_cancelled() -> None:
+    """Re-raise a cancellation that an await swallowed. Python 3.11's `asyncio.wait_for` (aiomqtt
+    waits for PUBACKs with it) returns normally when the cancellation arrives just as the awaited
+    publication completes; a pump would then wait forever for its next value, e.g. for telemetry
+    after the control loop has ended, and the daemon would hang on SIGTERM."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 class _StopRequestedError(Exception):

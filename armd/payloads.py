@@ -15,12 +15,15 @@ Rules, stricter than plain JSON decoding so that mistakes are not silently ignor
   rejection whenever the payload is a JSON object carrying such a string, whatever else is wrong;
 - orientations are normalised; a quaternion of (near-)zero norm is refused;
 - ``speed`` is in (0, 1];
-- joint and link names must exist in the model.
+- joint and link names must exist in the model;
+- a keypoints goal names at least 2 links; its points are taken in the model's link order (root
+  first), and consecutive ones must be at least `MIN_SEGMENT_LENGTH` apart (a direction).
 """
 
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import math
 from collections.abc import Collection, Sequence
@@ -29,7 +32,16 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic_core import ErrorDetails
 
-from armd.messages import EstopCommand, Goal, JointsGoal, PoseGoal, Rejection, StopGoal
+from armd.messages import (
+    EstopCommand,
+    Goal,
+    JointsGoal,
+    KeypointsGoal,
+    PoseGoal,
+    Rejection,
+    StopGoal,
+)
+from kinematics.mapping import MIN_SEGMENT_LENGTH
 
 __all__ = [
     "GOAL_TYPES",
@@ -41,7 +53,7 @@ __all__ = [
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ID_LENGTH = 128
-GOAL_TYPES = ("pose", "joints", "stop")
+GOAL_TYPES = ("pose", "joints", "keypoints", "stop")
 _MIN_QUATERNION_NORM = 1e-6
 _MAX_REASONS = 5  # a payload with many mistakes gets the first few, not an essay
 _MAX_SHOWN_CHARS = 60  # echoed client values are truncated in reasons
@@ -77,6 +89,13 @@ class _JointsModel(_Payload):
     speed: Speed = 1.0
 
 
+class _KeypointsModel(_Payload):
+    id: GoalId
+    type: Literal["keypoints"]
+    points: dict[Name, tuple[Finite, Finite, Finite]]
+    speed: Speed = 1.0
+
+
 class _StopModel(_Payload):
     id: GoalId | None = None
     type: Literal["stop"]
@@ -92,21 +111,24 @@ _SHAPE_RULES = {
     "position": "must be an array of 3 numbers [x, y, z]",
     "orientation": "must be an array of 4 numbers [w, x, y, z] or null",
     "positions": "must be an object {joint name: position}",
+    "points": "must be an object {link name: [x, y, z]}",
 }
 _SHAPE_ERRORS = {"tuple_type", "too_short", "too_long", "dict_type", "model_type"}
 
 
-def parse_goal(
+def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
     payload: bytes,
     *,
     joint_names: Collection[str],
     link_names: Collection[str],
     default_link: str,
 ) -> Goal | Rejection:
-    """Parse a ``goal`` payload into a `PoseGoal`, `JointsGoal` or `StopGoal`, or a `Rejection`.
+    """Parse a ``goal`` payload into a `PoseGoal`, `JointsGoal`, `KeypointsGoal` or `StopGoal`, or
+    a `Rejection`.
 
-    `joint_names` and `link_names` are the model's; `default_link` (the configured tool link)
-    becomes the goal's link when a pose goal names none. Never raises.
+    `joint_names` and `link_names` are the model's (links in the model's order, root first: it
+    orders a keypoints goal's points); `default_link` (the configured tool link) becomes the goal's
+    link when a pose goal names none. Never raises.
     """
     document = _decode(payload)
     if isinstance(document, Rejection):
@@ -122,6 +144,8 @@ def parse_goal(
         return _pose(document, goal_id, link_names, default_link)
     if goal_type == "joints":
         return _joints(document, goal_id, joint_names)
+    if goal_type == "keypoints":
+        return _keypoints(document, goal_id, link_names)
     model = _validate(_StopModel, document, goal_id)
     return model if isinstance(model, Rejection) else StopGoal(goal_id=model.id)
 
@@ -206,6 +230,31 @@ def _joints(
     return JointsGoal(goal_id=model.id, positions=dict(model.positions), speed=model.speed)
 
 
+def _keypoints(
+    document: dict[str, Any], goal_id: str | None, link_names: Collection[str]
+) -> KeypointsGoal | Rejection:
+    model = _validate(_KeypointsModel, document, goal_id)
+    if isinstance(model, Rejection):
+        return model
+    unknown = [name for name in model.points if name not in link_names]
+    if unknown:
+        reasons = [f"points.{_name(name)}: unknown link" for name in unknown[:_MAX_REASONS]]
+        return Rejection(goal_id, f"{'; '.join(reasons)}; links: {_names(link_names)}")
+    if len(model.points) < 2:
+        return Rejection(goal_id, "points: must name at least 2 links (a segment between them)")
+    order = {name: i for i, name in enumerate(link_names)}
+    links = sorted(model.points, key=order.__getitem__)
+    for first, second in itertools.pairwise(links):
+        if math.dist(model.points[first], model.points[second]) < MIN_SEGMENT_LENGTH:
+            return Rejection(
+                goal_id,
+                f"points.{_name(first)}, points.{_name(second)}: less than "
+                f"{MIN_SEGMENT_LENGTH:g} m apart, no direction between them",
+            )
+    points = tuple(model.points[name] for name in links)
+    return KeypointsGoal(model.id, tuple(links), points, speed=model.speed)
+
+
 def _decode(payload: bytes) -> dict[str, Any] | Rejection:
     """Bytes -> a JSON object, or the rejection saying why not."""
     text = _text(payload)
@@ -285,6 +334,8 @@ def _reason(error: ErrorDetails, fields: Collection[str]) -> str:
     kind = error["type"]
     value = error.get("input")
     head = str(loc[0]) if loc else ""
+    if head == "points" and len(loc) > 1 and (kind in _SHAPE_ERRORS or kind == "missing"):
+        return f"{_path(loc[:2])}: must be an array of 3 numbers [x, y, z]"
     if head == "id" and kind != "extra_forbidden":
         prefix = "required field is missing; it " if kind == "missing" else ""
         return f"id: {prefix}{_ID_RULE}"

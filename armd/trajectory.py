@@ -76,12 +76,19 @@ class MotionLimits:
     def covering(self, state: Setpoint) -> MotionLimits:
         """These limits, raised where needed to include the current velocity and acceleration:
         a slower goal pre-empting a faster motion slows down along its new profile instead of
-        being refused. Callers pass scaled limits, so the raised ones stay within the joints'."""
-        return MotionLimits(
-            np.maximum(self.velocity, np.abs(state.velocity)),
-            np.maximum(self.acceleration, np.abs(state.acceleration)),
-            self.jerk,
+        being refused. Per joint, the speed scale is raised by the factor k that covers the
+        state (velocity × k, acceleration × k², jerk × k³, as in `scaled`): raising velocity or
+        acceleration alone would leave a jerk or deceleration so small that the profile overshoots
+        by metres or radians. Callers pass scaled limits and the state respects the joints'
+        limits, so the raised ones stay within the joints'."""
+        k = np.maximum.reduce(
+            [
+                np.ones_like(self.velocity),
+                np.abs(state.velocity) / self.velocity,
+                np.sqrt(np.abs(state.acceleration) / self.acceleration),
+            ]
         )
+        return MotionLimits(self.velocity * k, self.acceleration * k**2, self.jerk * k**3)
 
     def scaled(self, speed: float) -> MotionLimits:
         """Limits for a move at `speed` ∈ (0, 1]: time slowed uniformly by `speed`, i.e.

@@ -182,11 +182,15 @@ def start_rig(
     overrides: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     wrapper: Sequence[str] = (),
+    probe_options: Mapping[str, Any] | None = None,
+    daemon_port: int | None = None,
 ) -> Rig:
     """Write the config, connect the probe, start the daemon (``wrapper`` + its command line)
-    and wait until it is online and publishing ``state``."""
-    config = write_config(directory, broker.port, overrides)
-    probe = MqttProbe(broker.host, broker.port)
+    and wait until it is online and publishing ``state``. `probe_options` are keyword arguments
+    of `MqttProbe` (credentials, a kept session); `daemon_port` points the daemon at another
+    listener of the broker (e.g. its TLS port), the probe stays on ``broker.port``."""
+    config = write_config(directory, daemon_port or broker.port, overrides)
+    probe = MqttProbe(broker.host, broker.port, **(probe_options or {}))
     argv = [*wrapper, *armd_command("run", "--config", config)]
     daemon = ArmdProcess(config, directory / "armd.out", env=env, argv=argv)
     rig = Rig(directory, broker, config, daemon, probe)

@@ -52,14 +52,33 @@ class MqttProbe:
     that records every message with its arrival time. Indexes into `messages` (`mark`) let a
     test look only at what arrived after it acted."""
 
-    def __init__(self, host: str, port: int, arm: str = ARM) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        arm: str = ARM,
+        *,
+        username: str | None = None,
+        password: str | None = None,
+        session: str | None = None,
+    ) -> None:
+        """`username`/`password`: log in (a broker with a password file). `session`: a client
+        id whose session the broker keeps while the probe is away (clean_session off), so that
+        QoS 1 messages published meanwhile are delivered once it is back; the probe then also
+        reconnects within a second or two."""
         self.prefix = f"armd/{arm}/"
         self.messages: list[Message] = []
         self._changed = threading.Condition()
         self._subscribed = threading.Event()
         self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2, client_id=f"system-test-{uuid.uuid4().hex[:8]}"
+            CallbackAPIVersion.VERSION2,
+            client_id=session or f"system-test-{uuid.uuid4().hex[:8]}",
+            clean_session=session is None,
         )
+        if username is not None:
+            self.client.username_pw_set(username, password)
+        if session is not None:
+            self.client.reconnect_delay_set(min_delay=1, max_delay=2)
         self.client.on_message = self._on_message
         self.client.on_connect = self._on_connect
         self.client.on_subscribe = lambda *args: self._subscribed.set()
