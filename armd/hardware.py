@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -47,10 +48,7 @@ class ArmHardware:
     async def _each(self, action: str, calls: Mapping[str, Awaitable[object]]) -> None:
         """Await one call per driver concurrently; raise the first failure naming its driver."""
         names = list(calls)
-        results = await asyncio.gather(
-            *(asyncio.wait_for(calls[name], self.io_timeout_s * 8) for name in names),
-            return_exceptions=True,
-        )
+        results = await _gather([calls[name] for name in names], self.io_timeout_s * 8)
         for name, result in zip(names, results, strict=True):
             if isinstance(result, TimeoutError):
                 raise DriverIOError(f"driver {name!r}: {action} timed out")
@@ -88,10 +86,7 @@ class ArmHardware:
     async def read(self) -> MeasuredState:
         """The measured joint state. A driver that fails keeps its previous readings."""
         names = list(self.drivers)
-        results = await asyncio.gather(
-            *(asyncio.wait_for(self.drivers[n].read(), self.io_timeout_s) for n in names),
-            return_exceptions=True,
-        )
+        results = await _gather([self.drivers[n].read() for n in names], self.io_timeout_s)
         for name, result in zip(names, results, strict=True):
             if isinstance(result, BaseException):
                 if not isinstance(result, DriverError | TimeoutError):
@@ -161,3 +156,21 @@ class ArmHardware:
             "write",
             {name: self.drivers[name].write(commands.get(name, {})) for name in self.drivers},
         )
+
+
+async def _gather(calls: list[Awaitable[Any]], timeout_s: float) -> list[Any]:
+    """Await `calls` concurrently, each within `timeout_s`; failures are returned, not raised.
+
+    A single call (one bus) is awaited in place rather than in a task of its own: a driver that
+    answers without suspending then keeps the control tick from yielding to the event loop, where
+    each yield lets a batch of MQTT messages run first (under a flood of goals, enough of them to
+    starve the drives' watchdogs)."""
+    if len(calls) != 1:
+        return await asyncio.gather(
+            *(asyncio.wait_for(call, timeout_s) for call in calls), return_exceptions=True
+        )
+    try:
+        async with asyncio.timeout(timeout_s):
+            return [await calls[0]]
+    except Exception as exc:  # returned, as gather's return_exceptions does
+        return [exc]
