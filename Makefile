@@ -9,7 +9,7 @@ CONFIG ?= config/sim.yaml
 MQTT_HOST ?= 127.0.0.1
 MQTT_PORT ?= 1883
 
-.PHONY: all venv run test lint typecheck pytest bench clean
+.PHONY: all venv run test lint typecheck pytest bench soak clean
 
 all: test
 
@@ -46,7 +46,12 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/kinematics.py
 	$(BIN)/python bench/drivers.py
+	$(BIN)/python bench/mapping.py
 	$(BIN)/python bench/loop.py
+
+# The 10-minute soak of issue 5 (random goals, stops, e-stops, malformed payloads).
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
