@@ -8,17 +8,17 @@ or file problem or an IK target not reached, 2 bad arguments. Errors are one lin
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.commands._cli import EXIT_FAILURE, EXIT_OK, UsageError, guarded
 from kinematics import KinematicsError, KinematicTree, Pose
 from kinematics.ik import IKOptions
 from kinematics.limits import JointLimit
@@ -27,35 +27,11 @@ from kinematics.motors import JointMotor, Link
 
 __all__ = ["register"]
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
 Array = NDArray[np.float64]
-Command = Callable[[argparse.Namespace], int]
 
 
-class _UsageError(Exception):
-    """A command-line argument is wrong (exit code 2)."""
-
-
-def _error(message: str) -> None:
-    print(f"armd: error: {' '.join(message.split())}", file=sys.stderr)
-
-
-def _guarded(command: Command) -> Command:
-    """Expected failures become one line on stderr and an exit code, never a traceback."""
-
-    @functools.wraps(command)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return command(args)
-        except _UsageError as exc:
-            _error(str(exc))
-            return EXIT_USAGE
-        except (KinematicsError, OSError) as exc:
-            _error(str(exc))
-            return EXIT_FAILURE
-
-    return run
+_guarded = guarded(KinematicsError, OSError)
 
 
 # -- argument helpers ---------------------------------------------------------------------------
@@ -64,15 +40,15 @@ def _guarded(command: Command) -> Command:
 def _finite(option: str, values: Sequence[float], count: int) -> Array:
     arr = np.array(values, dtype=np.float64)
     if arr.shape != (count,):
-        raise _UsageError(f"{option}: expected {count} values, got {len(values)}")
+        raise UsageError(f"{option}: expected {count} values, got {len(values)}")
     if not np.all(np.isfinite(arr)):
-        raise _UsageError(f"{option}: values must be finite, got {list(values)}")
+        raise UsageError(f"{option}: values must be finite, got {list(values)}")
     return arr
 
 
 def _joint_vector(option: str, values: Sequence[float], tree: KinematicTree) -> Array:
     if len(values) != tree.dof:
-        raise _UsageError(
+        raise UsageError(
             f"{option}: expected {tree.dof} values ({', '.join(tree.joint_names)}), "
             f"got {len(values)}"
         )
@@ -84,11 +60,11 @@ def _link_name(tree: KinematicTree, link: str | None) -> str:
         try:
             return tree.default_link()
         except KinematicsError:
-            raise _UsageError(
+            raise UsageError(
                 f"--link is required: the model branches (leaves: {', '.join(tree.leaves)})"
             ) from None
     if link not in tree.link_names:
-        raise _UsageError(f"--link: unknown link {link!r} (links: {', '.join(tree.link_names)})")
+        raise UsageError(f"--link: unknown link {link!r} (links: {', '.join(tree.link_names)})")
     return link
 
 
@@ -263,7 +239,7 @@ def _ik_target(args: argparse.Namespace) -> Pose | Array:
         return position
     orientation = _finite("--orientation", args.orientation, 4)
     if np.linalg.norm(orientation) < 1e-9:
-        raise _UsageError(f"--orientation: {args.orientation} must be a non-zero quaternion")
+        raise UsageError(f"--orientation: {args.orientation} must be a non-zero quaternion")
     return Pose(position, orientation)
 
 
@@ -277,7 +253,7 @@ def _cmd_ik(args: argparse.Namespace) -> int:
     else:
         seed = _joint_vector("--seed", args.seed, tree)
     if not (args.time_budget >= 0.0 and math.isfinite(args.time_budget)):
-        raise _UsageError(f"--time-budget: {args.time_budget} must be >= 0 seconds")
+        raise UsageError(f"--time-budget: {args.time_budget} must be >= 0 seconds")
     result = tree.ik(target, seed, link=link, options=IKOptions(time_budget_s=args.time_budget))
     pose = tree.fk(result.q, link)
     if args.json:

@@ -17,18 +17,18 @@ within the tolerance, 2 bad arguments. Errors are one line on stderr.
 from __future__ import annotations
 
 import argparse
-import functools
 import itertools
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.commands._cli import EXIT_FAILURE, EXIT_OK, UsageError, guarded
 from armd.errors import ArmdError
 from armd.goals import KEYPOINTS_TOLERANCE
 from kinematics import KinematicsError, KinematicTree
@@ -38,40 +38,16 @@ from kinematics.motors import JointMotor
 
 __all__ = ["ChainFileError", "load_chain", "register"]
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 _KEYS = ("description", "points")
 
 Array = NDArray[np.float64]
-Command = Callable[[argparse.Namespace], int]
 
 
 class ChainFileError(ArmdError):
     """A chain file is invalid; the message names the file and the key."""
 
 
-class _UsageError(Exception):
-    """A command-line argument is wrong (exit code 2)."""
-
-
-def _error(message: str) -> None:
-    print(f"armd: error: {' '.join(message.split())}", file=sys.stderr)
-
-
-def _guarded(command: Command) -> Command:
-    """Expected failures become one line on stderr and an exit code, never a traceback."""
-
-    @functools.wraps(command)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return command(args)
-        except _UsageError as exc:
-            _error(str(exc))
-            return EXIT_USAGE
-        except (ChainFileError, KinematicsError, OSError) as exc:
-            _error(str(exc))
-            return EXIT_FAILURE
-
-    return run
+_guarded = guarded(ChainFileError, KinematicsError, OSError)
 
 
 def _is_point(value: object) -> bool:
@@ -121,12 +97,12 @@ def _seed(tree: KinematicTree, values: Sequence[float] | None) -> Array:
     if values is None:
         return tree.limits.clamp(np.zeros(tree.dof))
     if len(values) != tree.dof:
-        raise _UsageError(
+        raise UsageError(
             f"--seed: expected {tree.dof} values ({', '.join(tree.joint_names)}), got {len(values)}"
         )
     seed = np.array(values, dtype=np.float64)
     if not np.all(np.isfinite(seed)):
-        raise _UsageError(f"--seed: values must be finite, got {list(values)}")
+        raise UsageError(f"--seed: values must be finite, got {list(values)}")
     return seed
 
 
@@ -176,7 +152,7 @@ def _print_json(
 @_guarded
 def _cmd_map(args: argparse.Namespace) -> int:
     if not (0.0 < args.tolerance < math.pi):
-        raise _UsageError(f"--tolerance: {args.tolerance} must be in (0, pi) rad")
+        raise UsageError(f"--tolerance: {args.tolerance} must be in (0, pi) rad")
     tree = load_tree(args.file)
     seed = _seed(tree, args.seed)
     links, points = load_chain(args.chain, tree)

@@ -20,26 +20,19 @@ import ipaddress
 import math
 import os
 import signal
-import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn
 
+from armd.commands._cli import EXIT_OK, EXIT_USAGE, Command, UsageError, guarded, say_error
 from drivers import DriverError
 
 __all__ = ["register"]
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 MAX_ODRIVE_NODE_ID = 0x3F  # CAN Simple: 6-bit node ids
 MAX_DYNAMIXEL_ID = 0xFC  # Protocol 2.0: 253 and 255 would look like a header, 254 is broadcast
-
-Command = Callable[[argparse.Namespace], int]
-
-
-class _UsageError(Exception):
-    """A command-line argument is wrong (exit code 2)."""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -50,27 +43,23 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"armd: error: {command}: {message}\n")
 
 
-def _error(message: str) -> None:
-    print(f"armd: error: {' '.join(message.split())}", file=sys.stderr)
-
-
 def _guarded(command: Command) -> Command:
-    """Expected failures become one line on stderr and an exit code, never a traceback."""
+    """One-line errors (usage errors prefixed with the device kind); a signal that arrives before
+    the simulation took over its handling ends the command normally."""
+    inner = guarded(DriverError, OSError, ImportError, context=_context)(command)
 
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
         try:
-            return command(args)
-        except _UsageError as exc:
-            _error(f"sim-device {args.device_kind}: {exc}")
-            return EXIT_USAGE
-        except (DriverError, OSError, ImportError) as exc:
-            _error(str(exc))
-            return EXIT_FAILURE
-        except KeyboardInterrupt:  # a signal before the simulation took over its handling
+            return inner(args)
+        except KeyboardInterrupt:
             return EXIT_OK
 
     return run
+
+
+def _context(args: argparse.Namespace) -> str:
+    return f"sim-device {args.device_kind}"
 
 
 # -- argument checks ----------------------------------------------------------------------------
@@ -79,9 +68,9 @@ def _guarded(command: Command) -> Command:
 def _check_ids(option: str, ids: Sequence[int], maximum: int) -> None:
     outside = [i for i in ids if not 0 <= i <= maximum]
     if outside:
-        raise _UsageError(f"{option}: {outside} outside [0, {maximum}]")
+        raise UsageError(f"{option}: {outside} outside [0, {maximum}]")
     if len(set(ids)) != len(ids):
-        raise _UsageError(f"{option}: {list(ids)} has duplicates")
+        raise UsageError(f"{option}: {list(ids)} has duplicates")
 
 
 def _check_seconds(option: str, value: float | None, *, zero_ok: bool) -> None:
@@ -89,7 +78,7 @@ def _check_seconds(option: str, value: float | None, *, zero_ok: bool) -> None:
         return
     bound = ">= 0" if zero_ok else "> 0"
     if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        raise _UsageError(f"{option}: {value} s must be finite and {bound}")
+        raise UsageError(f"{option}: {value} s must be finite and {bound}")
 
 
 def _check_multicast_group(interface: str, channel: str) -> None:
@@ -102,7 +91,7 @@ def _check_multicast_group(interface: str, channel: str) -> None:
     except ValueError:
         multicast = False
     if not multicast:
-        raise _UsageError(
+        raise UsageError(
             f"--channel: {channel!r} is not an IP multicast group, which udp_multicast needs "
             "(e.g. 239.74.163.2)"
         )
@@ -110,7 +99,7 @@ def _check_multicast_group(interface: str, channel: str) -> None:
 
 def _check_positive(option: str, value: int | None) -> None:
     if value is not None and value <= 0:
-        raise _UsageError(f"{option}: {value} must be > 0")
+        raise UsageError(f"{option}: {value} must be > 0")
 
 
 # -- odrive -------------------------------------------------------------------------------------
@@ -159,7 +148,7 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
     _check_positive("--baudrate", args.baudrate)
     link = args.link
     if link is not None and os.path.lexists(link) and not os.path.islink(link):
-        raise _UsageError(f"--link: {link} exists and is not a symlink; it is never replaced")
+        raise UsageError(f"--link: {link} exists and is not a symlink; it is never replaced")
     from drivers import dynamixel_sim  # noqa: PLC0415  (pyserial only when asked for)
 
     stop = threading.Event()
@@ -180,7 +169,7 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
 
 
 def _cmd_without_kind(args: argparse.Namespace) -> int:
-    _error("sim-device: choose the device kind: odrive or dynamixel")
+    say_error("sim-device: choose the device kind: odrive or dynamixel")
     return EXIT_USAGE
 
 
