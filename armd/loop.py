@@ -250,8 +250,8 @@ class ControlLoop:
             self._hold_reason = check.reason
             if self.mode == Mode.MOVING:
                 self._stop_motion(f"stale feedback: {check.reason}")
-        else:
-            self._hold_reason = None
+        elif check.verdict is Verdict.OK:
+            self._hold_reason = None  # the outage is over: the next one is logged again
         self.healthy = self.fault is None and check.verdict is Verdict.OK
 
     def _latch(self, fault: Fault) -> None:
