@@ -333,9 +333,12 @@ async def test_a_frozen_encoder_keeps_reporting_fresh_but_constant_positions(
 ) -> None:
     # The driver cannot tell; the daemon's following-error check catches it.
     await driver.enable()
-    frozen = (await driver.read())["shoulder"].position
+    before = (await driver.read())["shoulder"].position
     with chain.device(1) as device:
         device.motor.faults.frozen_encoder = True
+    # The encoder freezes at its latest sample, which may be a count newer than `before`.
+    frozen = (await driver.read())["shoulder"].position
+    assert frozen == pytest.approx(before, abs=4 * 2 * math.pi / 4096)
     for _ in range(20):
         await driver.write({"shoulder": DeviceCommand(frozen + 1.0)})
         assert (await driver.read())["shoulder"].position == frozen
