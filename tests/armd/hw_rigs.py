@@ -153,7 +153,7 @@ Q0 = (0.3, -0.2)  # rad: where the driven joints start
 # the order and the reported ages, never the time taken.
 THRESHOLDS = SafetyThresholds(
     stale_hold_s=0.1,
-    stale_fault_s=0.4,
+    stale_fault_s=1.0,  # a stalled machine must not skip the hold and fault at once
     following_error=0.1,
     following_error_per_velocity=0.2,
     limit_tolerance=0.02,
