@@ -32,7 +32,7 @@ P_METHOD, P_ORIENT_WEIGHT, P_MAX_ITER, P_POS_TOL, P_ROT_TOL, P_NULL_GAIN, P_LAMB
 P_MAX_CHANGE = 7
 N_PARAMS = 8
 STALL_ITERATIONS = 8  # iterations without a 1 % error decrease before an attempt gives up
-POLISH_ITERATIONS = 5
+POLISH_ITERATIONS = 3
 # Indices into the `info` output.
 I_POS_ERR, I_ROT_ERR, I_ITERATIONS, I_CONVERGED = range(4)
 
