@@ -104,6 +104,11 @@ def start_moving(probe: MqttProbe, prefix: str, distance: float, speed: float) -
     accepted = probe.mark()
     probe.wait_for(lambda: len(probe.on("state", accepted)) >= 2, what="the motion under way")
     assert probe.latest_state()["mode"] == "moving", probe.latest_state()
+    # A slow goal starts gently (jerk scales with speed³): wait until the joint has clearly left.
+    probe.wait_for(
+        lambda: abs(joint_positions(probe.latest_state())[JOINT] - current) > 0.02,
+        what="the joint clearly moving",
+    )
     return ids
 
 
