@@ -24,12 +24,13 @@ import asyncio
 import contextlib
 import math
 import os
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import can
 import numpy as np
@@ -585,3 +586,29 @@ async def assert_reset_restarts_from_the_measured_position(bench: Bench) -> None
     assert rig.finals(goal_id) == [StatusUpdate(goal_id, GoalStatus.SUCCEEDED)]
     assert loop.measured is not None
     np.testing.assert_allclose(loop.measured.position, q(0.2, 0.3), atol=0.01)
+
+
+async def assert_holds_then_faults_on_stale_feedback(rig: Any) -> Fault:
+    """A device went silent mid-motion: the goal is aborted by a hold (the motion stops, the
+    drives stay on), then the stale feedback latches a fault; returns that fault."""
+    loop = rig.loop
+    await rig.run_until(lambda: rig.final("g") is not None, "the hold")
+    assert loop.mode == Mode.STOPPING  # held: the motion stops, the drives stay on
+    held = rig.final("g")
+    assert held is not None
+    assert held.status is GoalStatus.ABORTED
+    age = re.fullmatch(
+        r"stale feedback: joint 'shoulder': feedback (\d+\.\d+) s old", held.reason or ""
+    )
+    assert age is not None, held.reason
+    assert float(age[1]) > THRESHOLDS.stale_hold_s
+
+    await rig.run_until(lambda: loop.mode == Mode.FAULT, "the stale-feedback fault")
+    fault = rig.faults[-1]
+    assert fault is not None
+    assert (fault.code, fault.joint) == ("stale_feedback", "shoulder")
+    silent_for = re.match(r"joint 'shoulder': no valid feedback for (\d+\.\d+) s", fault.message)
+    assert silent_for is not None, fault.message
+    assert float(silent_for[1]) > THRESHOLDS.stale_fault_s
+    assert rig.modes.index(Mode.STOPPING) < rig.modes.index(Mode.FAULT)
+    return fault

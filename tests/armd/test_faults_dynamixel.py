@@ -7,7 +7,6 @@ position, velocity or acceleration limits.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +16,9 @@ from armd.messages import GoalStatus, Mode, StatusUpdate
 from drivers.dynamixel import FAULT_BUS_WATCHDOG
 from drivers.dynamixel_protocol import Addr, HardwareError
 from tests.armd.hw_rigs import (
-    THRESHOLDS,
     DynamixelBench,
     assert_goals_refused_while_latched,
+    assert_holds_then_faults_on_stale_feedback,
     assert_latched,
     assert_reset_restarts_from_the_measured_position,
     dynamixel_bench,
@@ -81,27 +80,7 @@ async def test_a_servo_dropping_replies_holds_then_faults_and_stays_latched_unti
 
         with bench.port.current.device(SHOULDER) as servo:
             servo.faults.silent = True  # it still hears the bus, but every reply is lost
-        await rig.run_until(lambda: rig.final("g") is not None, "the hold")
-        assert loop.mode == Mode.STOPPING  # held: the motion stops, torque stays on
-        held = rig.final("g")
-        assert held is not None
-        assert held.status is GoalStatus.ABORTED
-        age = re.fullmatch(
-            r"stale feedback: joint 'shoulder': feedback (\d+\.\d+) s old", held.reason or ""
-        )
-        assert age is not None, held.reason
-        assert float(age[1]) > THRESHOLDS.stale_hold_s
-
-        await rig.run_until(lambda: loop.mode == Mode.FAULT, "the stale-feedback fault")
-        fault = rig.faults[-1]
-        assert fault is not None
-        assert (fault.code, fault.joint) == ("stale_feedback", "shoulder")
-        silent_for = re.match(
-            r"joint 'shoulder': no valid feedback for (\d+\.\d+) s", fault.message
-        )
-        assert silent_for is not None, fault.message
-        assert float(silent_for[1]) > THRESHOLDS.stale_fault_s
-        assert rig.modes.index(Mode.STOPPING) < rig.modes.index(Mode.FAULT)
+        fault = await assert_holds_then_faults_on_stale_feedback(rig)
         assert rig.hardware.drivers["dxl"].stats.missing_replies > 0
         await rig.settle()
         await assert_goals_refused_while_latched(rig)

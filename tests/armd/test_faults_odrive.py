@@ -7,17 +7,15 @@ limits.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
 from armd.messages import GoalStatus, Mode, StatusUpdate
 from drivers.odrive_protocol import AxisError, AxisState
 from tests.armd.hw_rigs import (
-    THRESHOLDS,
     ODriveBench,
     assert_goals_refused_while_latched,
+    assert_holds_then_faults_on_stale_feedback,
     assert_latched,
     assert_reset_restarts_from_the_measured_position,
     odrive_bench,
@@ -80,27 +78,7 @@ async def test_a_silent_axis_holds_then_faults_and_stays_latched_until_reset() -
         await start_moving(bench)
 
         bench.sim.axis(0).faults.silent = True  # no heartbeat, no estimate; commands ignored
-        await rig.run_until(lambda: rig.final("g") is not None, "the hold")
-        assert loop.mode == Mode.STOPPING  # held: the motion stops, the drives stay on
-        held = rig.final("g")
-        assert held is not None
-        assert held.status is GoalStatus.ABORTED
-        age = re.fullmatch(
-            r"stale feedback: joint 'shoulder': feedback (\d+\.\d+) s old", held.reason or ""
-        )
-        assert age is not None, held.reason
-        assert float(age[1]) > THRESHOLDS.stale_hold_s
-
-        await rig.run_until(lambda: loop.mode == Mode.FAULT, "the stale-feedback fault")
-        fault = rig.faults[-1]
-        assert fault is not None
-        assert (fault.code, fault.joint) == ("stale_feedback", "shoulder")
-        silent_for = re.match(
-            r"joint 'shoulder': no valid feedback for (\d+\.\d+) s", fault.message
-        )
-        assert silent_for is not None, fault.message
-        assert float(silent_for[1]) > THRESHOLDS.stale_fault_s
-        assert rig.modes.index(Mode.STOPPING) < rig.modes.index(Mode.FAULT)
+        fault = await assert_holds_then_faults_on_stale_feedback(rig)
         await rig.settle()
         await assert_goals_refused_while_latched(rig)
 
