@@ -135,6 +135,10 @@ class ArmSetup:
         return self.config.loop_hz
 
     @property
+    def realtime_priority(self) -> int:
+        return self.config.realtime_priority
+
+    @property
     def telemetry_hz(self) -> float:
         return self.config.telemetry_hz
 

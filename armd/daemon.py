@@ -1,6 +1,11 @@
 """The daemon: composes hardware, control loop, goal pipeline and MQTT bridge, and runs them in
 one TaskGroup until SIGTERM.
 
+Two event loops: the control loop, the drivers and their reconnection run on the control thread
+(`armd.control_thread`), so that no MQTT traffic or goal planning delays a tick; the MQTT bridge
+and the goal pipeline run on the main one. The loop's statuses, telemetry and faults are posted to
+the main loop; goals, stops, e-stops and resets reach the loop through its thread-safe requests.
+
 Start-up: take the single-instance lock, open every driver (a failure ends the daemon with a
 clear error before anything moves), then run the loop, which enables the drives only after a
 valid read and holds the measured position. ``READY=1`` goes to systemd after the first valid
@@ -17,6 +22,7 @@ import contextlib
 import gc
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from armd.config import ArmSetup, build_drivers
+from armd.control_thread import ControlThread, on_loop
 from armd.errors import ArmdError
 from armd.goals import GoalPipeline, PlanSettings
 from armd.hardware import ArmHardware
@@ -115,11 +122,14 @@ class Daemon:
     bridge: MqttBridge
     notifier: SystemdNotifier
     timer: PreciseTimer
+    thread: ControlThread
 
     @classmethod
     def build(
         cls, setup: ArmSetup, notifier: SystemdNotifier, clock: Callable[[], float]
     ) -> Daemon:
+        """Compose the daemon; call from the event loop that will run the bridge."""
+        main = asyncio.get_running_loop()
         hardware = ArmHardware(build_drivers(setup, clock), setup.transmission)
         # The bridge's callbacks reach the daemon, which is assembled last: late-bound lambdas.
         bridge = MqttBridge(
@@ -147,9 +157,9 @@ class Daemon:
                 disable_on_fault=setup.safety.on_fault == "disable",
             ),
             Schedule(period, clock, timer.sleep_until if clock is time.monotonic else None),
-            bridge.publish_status,
-            bridge.set_fault,
-            bridge.publish_telemetry,
+            on_loop(main, bridge.publish_status),
+            on_loop(main, bridge.set_fault),
+            on_loop(main, bridge.publish_telemetry),
             on_mode_change=lambda mode: notifier.status(f"mode: {mode.value}"),
         )
         pipeline = GoalPipeline(
@@ -160,8 +170,30 @@ class Daemon:
             plan_settings(setup),
             bridge.publish_status,
         )
-        daemon = cls(setup, hardware, loop, pipeline, bridge, notifier, timer)
+        thread = ControlThread(priority=setup.realtime_priority)
+        daemon = cls(setup, hardware, loop, pipeline, bridge, notifier, timer, thread)
         return daemon
+
+    async def open(self) -> None:
+        """Start the control thread and open every driver on it; raises `ArmdError` when a bus
+        cannot be opened (nothing is left running then)."""
+        self.thread.start()
+        try:
+            await self.thread.run(self.hardware.open())
+        except BaseException as exc:
+            await self.thread.stop()
+            if isinstance(exc, DriverError):
+                raise ArmdError(f"cannot open the drivers: {exc}") from exc
+            raise
+
+    async def close(self) -> None:
+        """Disable and close the drivers (best effort), then stop the control thread."""
+        try:
+            with contextlib.suppress(DriverError):
+                await self.thread.run(self.hardware.disable())
+            await self.thread.run(self.hardware.close())
+        finally:
+            await self.thread.stop()
 
     def estop(self, command: EstopCommand) -> None:
         if command.engage:
@@ -185,12 +217,13 @@ class Daemon:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, then shut down cleanly."""
-        shutting_down = asyncio.Event()
+        shutting_down = threading.Event()
+        control = self.thread.run
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self._control(shutting_down), name="control loop")
+            tasks.create_task(control(self._control(shutting_down)), name="control loop")
             tasks.create_task(self.bridge.run(), name="mqtt bridge")
             pipeline = tasks.create_task(self.pipeline.run(), name="goal pipeline")
-            reconnect = tasks.create_task(self._reconnect_lost_drivers(), name="reconnect")
+            reconnect = tasks.create_task(control(self._reconnect_lost_drivers()), name="reconnect")
             await stop.wait()
             self.notifier.stopping("stopping: bringing the arm to rest")
             log.info("stopping: bringing the arm to rest")
@@ -200,8 +233,8 @@ class Daemon:
             shutting_down.set()
             self.bridge.request_stop()
 
-    async def _control(self, shutting_down: asyncio.Event) -> None:
-        """The control loop task, with the systemd hand-shakes it owns."""
+    async def _control(self, shutting_down: threading.Event) -> None:
+        """The control loop task (on the control thread), with the systemd hand-shakes it owns."""
         interval = self.notifier.watchdog_interval_s()
         every = max(1, int((interval or 1.0) / 2 * self.setup.loop_hz))
         ready = False
@@ -241,7 +274,7 @@ class Daemon:
 
     async def _reconnect_lost_drivers(self) -> None:
         """Once a lost bus has faulted the loop, reopen it every `RECONNECT_INTERVAL_S` until it
-        is back. The fault stays latched: moving again needs a reset."""
+        is back (on the control thread). The fault stays latched: moving again needs a reset."""
         while True:
             await asyncio.sleep(RECONNECT_INTERVAL_S)
             if self.hardware.failed and self.loop.fault is not None:
@@ -273,10 +306,7 @@ async def run_daemon(
         running.add_signal_handler(sig, stop.set)
     with InstanceLock(setup.lock_file, setup.name):
         daemon = Daemon.build(setup, notifier, clock)
-        try:
-            await daemon.hardware.open()
-        except DriverError as exc:
-            raise ArmdError(f"cannot open the drivers: {exc}") from exc
+        await daemon.open()
         # The start-up objects (modules, model, drivers) live as long as the process: out of the
         # collector's sight, a full collection takes ~1 ms instead of 40-70 ms, a pause that
         # would otherwise land in a control tick (measured under a flood of MQTT input).
@@ -285,7 +315,5 @@ async def run_daemon(
         try:
             await daemon.run(stop)
         finally:
-            with contextlib.suppress(DriverError):
-                await daemon.hardware.disable()
-            await daemon.hardware.close()
+            await daemon.close()
             log.info("stopped")

@@ -2,7 +2,8 @@
 
 One `tick` never awaits the network: it consumes what the other tasks left for it (a pending
 motion request, an e-stop or reset flag) and leaves behind what they read (statuses, the latest
-telemetry, the fault). Modes (`armd.messages.Mode`):
+telemetry, the fault). In the daemon it runs on a thread of its own (`armd.control_thread`): the
+request methods are thread-safe, and the output callbacks must be too. Modes (`armd.messages.Mode`):
 
     INACTIVE --valid read--> HOLDING <--> MOVING / STOPPING
         any --fault--> FAULT (stop, then hold or disable), any --estop--> ESTOP; reset --> HOLDING
@@ -16,6 +17,7 @@ is never resumed on its own; drive watchdogs are fed by this loop's own writes.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -132,19 +134,22 @@ class ControlLoop:
         self._enabled = False
         self._active: _Active | None = None
         self._pending: MoveRequest | StopRequest | None = None
+        # Requests come from other threads: `_pending` and the hand-over to `_active` happen
+        # under this lock, so `busy` never misses a request on its way in.
+        self._mailbox = threading.RLock()
         self._estop_request = False
         self._reset_request = False
         self._hold_reason: str | None = None
         self._disable_pending = False
 
-    # -- requests from the other tasks (applied at the next tick boundary) ------------------------
+    # -- requests from other tasks or threads (applied at the next tick boundary) -----------------
 
     def submit(self, request: MoveRequest | StopRequest) -> None:
         """Queue a motion request; a newer one replaces it before it starts (newest wins)."""
-        replaced = self._pending
+        with self._mailbox:
+            replaced, self._pending = self._pending, request
         if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
             self._status(replaced.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
-        self._pending = request
 
     def engage_estop(self) -> None:
         self._estop_request = True
@@ -160,7 +165,8 @@ class ControlLoop:
     @property
     def busy(self) -> bool:
         """Moving, or a request waits for the next tick."""
-        return self._active is not None or self._pending is not None
+        with self._mailbox:
+            return self._active is not None or self._pending is not None
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -310,7 +316,8 @@ class ControlLoop:
     # -- motions ----------------------------------------------------------------------------------
 
     def _drop_pending(self, reason: str) -> None:
-        pending, self._pending = self._pending, None
+        with self._mailbox:
+            pending, self._pending = self._pending, None
         if isinstance(pending, MoveRequest):
             self._status(pending.goal_id, GoalStatus.ABORTED, reason)
         elif isinstance(pending, StopRequest) and pending.goal_id is not None:
@@ -329,9 +336,12 @@ class ControlLoop:
             self._set_mode(Mode.STOPPING)
 
     def _apply_requests(self) -> None:
-        request, self._pending = self._pending, None
-        if request is None:
-            return
+        with self._mailbox:
+            request, self._pending = self._pending, None
+            if request is not None:
+                self._apply(request)
+
+    def _apply(self, request: MoveRequest | StopRequest) -> None:
         if isinstance(request, StopRequest):
             if self.mode == Mode.MOVING:
                 self._stop_motion(request.reason, request.outcome)

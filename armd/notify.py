@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 from collections.abc import Mapping
 
 __all__ = ["SystemdNotifier"]
@@ -25,7 +26,7 @@ class SystemdNotifier:
     """Sends ``READY=1``, ``WATCHDOG=1``, ``STATUS=...`` and ``STOPPING=1`` to systemd.
 
     `environ` defaults to `os.environ`; it is read once, at construction. Call `close` when done
-    (also usable as a context manager).
+    (also usable as a context manager). Thread-safe: the control thread sends too.
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
@@ -34,6 +35,7 @@ class SystemdNotifier:
         self._watchdog_s = _watchdog_interval_s(env)
         self._socket: socket.socket | None = None
         self._failed = False
+        self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -62,9 +64,10 @@ class SystemdNotifier:
         return self._watchdog_s
 
     def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
+        with self._lock:
+            if self._socket is not None:
+                self._socket.close()
+                self._socket = None
 
     def __enter__(self) -> SystemdNotifier:
         return self
@@ -80,12 +83,13 @@ class SystemdNotifier:
             lines.append("STATUS=" + " ".join(status.splitlines()))
         message = "\n".join(lines).encode("utf-8", errors="replace")
         try:
-            if self._socket is None:
-                self._socket = socket.socket(
-                    socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
-                )
-                self._socket.setblocking(False)
-            self._socket.sendto(message, self._address)
+            with self._lock:
+                if self._socket is None:
+                    self._socket = socket.socket(
+                        socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC
+                    )
+                    self._socket.setblocking(False)
+                self._socket.sendto(message, self._address)
         except OSError as exc:
             if not self._failed:
                 self._failed = True

@@ -3,15 +3,17 @@
 Deadlines are ``start + k × period``; a tick that starts late is measured (period error) and a tick
 that overruns its slot makes the schedule skip the slots it missed (counted) instead of bursting to
 catch up. asyncio's timers round up to whole milliseconds, so a sleep lands up to 1 ms after its
-deadline; that lateness is what the period error measures.
+deadline, unless the schedule sleeps with a `PreciseTimer`; the lateness is what the period error
+measures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import math
-import queue
-import threading
+import os
+import sys
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -42,54 +44,110 @@ async def _sleep_until(clock: Clock, deadline: float) -> None:
 
 
 class PreciseTimer:
-    """Wakes the event loop at absolute `time.monotonic` deadlines with sub-millisecond precision.
+    """Wakes its event loop at absolute `time.monotonic` deadlines with sub-millisecond precision.
 
     asyncio's timers go through epoll, whose timeout is rounded up to whole milliseconds, so a
-    tick would start up to 1 ms late. Here a helper thread sleeps (nanosecond clock) until the
-    deadline and resolves a future through `call_soon_threadsafe`, which wakes the loop at once.
-    The coarse part of the wait stays on asyncio's timer; the thread only covers the last
-    `FINE_S`, so it sleeps briefly and rarely holds the GIL. `close` stops the thread.
+    tick would start up to 1 ms late. A Linux timerfd armed at the deadline (nanoseconds,
+    ``CLOCK_MONOTONIC``, the clock of `time.monotonic`) becomes readable then and wakes the loop's
+    epoll at once: no helper thread, so the wake-up waits for no other thread to hand over the
+    interpreter lock. Where timerfd is missing (not Linux) the wait falls back to asyncio's timer.
+
+    One timer serves one event loop (the first to wait on it); `close` it on that loop.
     """
 
-    FINE_S = 0.002
-
     def __init__(self) -> None:
-        self._requests: queue.SimpleQueue[tuple[float, asyncio.Future[None]] | None] = (
-            queue.SimpleQueue()
-        )
-        self._thread: threading.Thread | None = None
+        self._timerfd = _TIMERFD
+        self._fd: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     async def sleep_until(self, deadline: float) -> None:
-        coarse = deadline - self.FINE_S - time.monotonic()
-        if coarse > 0.0:
-            await asyncio.sleep(coarse)
         if deadline - time.monotonic() <= 0.0:
             return
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="armd-timer", daemon=True)
-            self._thread.start()
-        future = asyncio.get_running_loop().create_future()
-        self._requests.put((deadline, future))
-        await future
+        if self._timerfd is None:
+            await _sleep_until(time.monotonic, deadline)
+            return
+        if self._fd is None:
+            self._fd = self._timerfd.create()
+            self._loop = asyncio.get_running_loop()
+            self._loop.add_reader(self._fd, self._expired)
+        self._timerfd.arm(self._fd, deadline)
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
 
-    def _run(self) -> None:
-        while (request := self._requests.get()) is not None:
-            deadline, future = request
-            remaining = deadline - time.monotonic()
-            if remaining > 0.0:
-                time.sleep(remaining)
-            future.get_loop().call_soon_threadsafe(_resolve, future)
+    def _expired(self) -> None:
+        assert self._fd is not None
+        try:
+            os.read(self._fd, 8)  # the expiration count; reading it re-arms readability
+        except BlockingIOError:  # re-armed since it fired
+            return
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def close(self) -> None:
-        if self._thread is not None:
-            self._requests.put(None)
-            self._thread.join(timeout=1.0)
-            self._thread = None
+        if self._fd is not None:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = None
 
 
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():  # a cancelled wait (shutdown) leaves nothing to wake
-        future.set_result(None)
+class _TimerFd:
+    """``timerfd_create`` / ``timerfd_settime`` (absolute, ``CLOCK_MONOTONIC``) from the C library
+    (`os` has them only from Python 3.13)."""
+
+    CLOCK_MONOTONIC = 1
+    TFD_TIMER_ABSTIME = 1
+
+    def __init__(self) -> None:
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self._libc.timerfd_create.argtypes = [ctypes.c_int, ctypes.c_int]
+        self._libc.timerfd_create.restype = ctypes.c_int
+        self._libc.timerfd_settime.argtypes = [
+            ctypes.c_int,
+            ctypes.c_int,
+            ctypes.POINTER(_ITimerSpec),
+            ctypes.c_void_p,
+        ]
+        self._libc.timerfd_settime.restype = ctypes.c_int
+
+    def create(self) -> int:
+        fd = int(self._libc.timerfd_create(self.CLOCK_MONOTONIC, os.O_NONBLOCK | os.O_CLOEXEC))
+        if fd < 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"timerfd_create: {os.strerror(errno)}")
+        return fd
+
+    def arm(self, fd: int, deadline: float) -> None:
+        seconds, fraction = divmod(deadline, 1.0)
+        value = _TimeSpec(int(seconds), int(fraction * 1e9))
+        spec = _ITimerSpec(_TimeSpec(0, 0), value)  # one shot
+        if self._libc.timerfd_settime(fd, self.TFD_TIMER_ABSTIME, ctypes.byref(spec), None) < 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, f"timerfd_settime: {os.strerror(errno)}")
+
+
+class _TimeSpec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _ITimerSpec(ctypes.Structure):
+    _fields_ = [("it_interval", _TimeSpec), ("it_value", _TimeSpec)]
+
+
+def _load_timerfd() -> _TimerFd | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return _TimerFd()
+    except (OSError, AttributeError):  # no C library symbols: the asyncio timer will do
+        return None
+
+
+_TIMERFD = _load_timerfd()
 
 
 class Schedule:

@@ -162,11 +162,12 @@ class FirstCommandProbe:
 
 
 async def measure_latency(config: Path, goals: int) -> list[float]:
-    """Goal-to-first-command latencies (s), the daemon in this process and event loop."""
+    """Goal-to-first-command latencies (s), the daemon in this process (its bridge on this
+    event loop, its control loop on its own thread, as in `armd run`)."""
     setup = load_config(config)
     daemon = Daemon.build(setup, SystemdNotifier(environ={}), time.monotonic)
     probe, stop = FirstCommandProbe(daemon.hardware), asyncio.Event()
-    await daemon.hardware.open()
+    await daemon.open()
     try:
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(daemon.run(stop))
@@ -175,7 +176,7 @@ async def measure_latency(config: Path, goals: int) -> list[float]:
             finally:
                 stop.set()
     finally:
-        await daemon.hardware.close()
+        await daemon.close()
 
 
 async def send_alternating_goals(
