@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/drivers.py
 	$(BIN)/python bench/mapping.py
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/overload.py
 
 # The 10-minute soak of issue 5 (random goals, stops, e-stops, malformed payloads).
 soak: $(STAMP)

@@ -12,6 +12,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from armd import __version__
 
@@ -32,8 +33,16 @@ def _command_modules() -> list[ModuleType]:
     return [daemon_cmd, check_cmd, kinematics_cmd, map_cmd, sim_device_cmd]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line naming the command and where to read more (argparse prints the
+    whole usage first); every subcommand's parser is of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="armd", description="Robot arm controller daemon.")
+    parser = OneLineParser(prog="armd", description="Robot arm controller daemon.")
     parser.add_argument("--version", action="version", version=f"armd {__version__}")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]

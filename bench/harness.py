@@ -104,11 +104,16 @@ def write_config(workdir: Path, rate_hz: int, port: int) -> Path:
 
 
 @contextmanager
-def daemon_process(config: Path, log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m armd run --config config`, logging to `log_path`; yields it once ready (its
-    "ready:" log line) and sends it SIGTERM on any exit."""
+def daemon_process(
+    config: Path, log_path: Path, nice: int = 0
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m armd run --config config`, logging to `log_path`, at niceness `nice` (as the
+    unit's Nice=; below 0 needs root); yields it once ready (its "ready:" log line) and sends it
+    SIGTERM on any exit."""
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
     command = [sys.executable, "-m", "armd", "run", "--config", str(config)]
+    if nice:
+        command = ["nice", "-n", str(nice), *command]
     with log_path.open("wb") as log:
         daemon = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True

@@ -221,6 +221,9 @@ def test_model_file_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_
         ["model"],
         ["model", "show"],
         ["model", "explode", str(PANDA)],
+        ["sim-device", "bogus"],
+        ["run"],
+        ["bogus"],
     ],
 )
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
@@ -228,8 +231,10 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
         main(argv)
     assert excinfo.value.code == 2
     err = capsys.readouterr().err
-    assert "error:" in err
-    assert "Traceback" not in err
+    assert err.count("\n") == 1, err  # one line, not argparse's usage block
+    assert err.startswith(("armd ", "armd:")), err
+    assert "error:" in err, err
+    assert "--help" in err, err
 
 
 # -- ik -------------------------------------------------------------------------------------------

@@ -19,11 +19,8 @@ import pytest
 
 from armd.config import ArmSetup, load_config
 from tests.broker import MosquittoBroker
-from tests.system.helpers import Rig, start_rig
+from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics, start_rig
 from tests.system.probe import at_rest
-
-_DIAGNOSTICS = pytest.StashKey[list[Callable[[], list[tuple[str, str]]]]]()
-
 
 # -- fixtures -------------------------------------------------------------------------------------
 
@@ -40,7 +37,7 @@ def shared_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 @pytest.fixture
 def arm(shared_rig: Rig, request: pytest.FixtureRequest) -> Rig:
     """The module's daemon, alive and with the arm at rest."""
-    _attach(request, shared_rig)
+    attach_diagnostics(request, shared_rig)
     assert shared_rig.daemon.running, f"the shared daemon died:\n{shared_rig.daemon.output()}"
     shared_rig.probe.wait_state(at_rest, what="the arm at rest")
     return shared_rig
@@ -66,7 +63,7 @@ def start_arm(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callab
         broker.start()
         rig = start_rig(directory, broker, **options)
         rigs.append(rig)
-        _attach(request, rig)
+        attach_diagnostics(request, rig)
         return rig
 
     yield start
@@ -76,17 +73,13 @@ def start_arm(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callab
         broker.stop()
 
 
-def _attach(request: pytest.FixtureRequest, rig: Rig) -> None:
-    request.node.stash.setdefault(_DIAGNOSTICS, []).append(rig.diagnostics)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if report.failed:
-        for collect in item.stash.get(_DIAGNOSTICS, []):
+        for collect in item.stash.get(DIAGNOSTICS, []):
             with contextlib.suppress(Exception):
                 report.sections.extend(collect())
     return report

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.broker import MosquittoBroker
@@ -147,6 +148,14 @@ def armd_command(*args: object) -> list[str]:
 
 
 # -- the rig: broker, daemon, probe ------------------------------------------------------------
+
+
+DIAGNOSTICS = pytest.StashKey[list[Callable[[], list[tuple[str, str]]]]]()
+
+
+def attach_diagnostics(request: pytest.FixtureRequest, rig: Rig) -> None:
+    """A failure of the requesting test reports `rig`'s logs (daemon, broker, MQTT messages)."""
+    request.node.stash.setdefault(DIAGNOSTICS, []).append(rig.diagnostics)
 
 
 @dataclass

@@ -31,8 +31,7 @@ from armd.config import load_config
 from armd.messages import Rejection
 from armd.payloads import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, parse_estop, parse_goal
 from tests.broker import MosquittoBroker
-from tests.system.conftest import _attach  # the failure report shows the rig's logs
-from tests.system.helpers import Rig, start_rig
+from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import ARM, WAIT_S, MqttProbe, at_rest, joint_positions
 
 SEED = int(os.environ.get("ARMD_FUZZ_SEED", "20260521"))
@@ -355,7 +354,7 @@ def fuzzed(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Rig]:
         tmp_path / "mosquitto", extra_config=["max_queued_messages 100000"]
     ) as broker:
         rig = start_rig(tmp_path / "arm", broker)
-        _attach(request, rig)
+        attach_diagnostics(request, rig)
         try:
             yield rig
         finally:

@@ -24,8 +24,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from armd.config import load_config
 from tests.broker import MosquittoBroker
-from tests.system.conftest import _attach  # the failure report shows the rig's logs
-from tests.system.helpers import Rig, start_rig
+from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import ARM, FINAL, WAIT_S, MqttProbe, at_rest, joint_positions
 
 FLOOD = 5000  # goals
@@ -50,7 +49,7 @@ def flooded(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Rig]:
         tmp_path / "mosquitto", extra_config=["max_queued_messages 100000"]
     ) as broker:
         rig = start_rig(tmp_path / "arm", broker)
-        _attach(request, rig)
+        attach_diagnostics(request, rig)
         try:
             yield rig
         finally:

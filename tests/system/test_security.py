@@ -30,8 +30,15 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from tests.broker import HOST, MosquittoBroker, TlsFiles, make_password_file, make_tls_files
-from tests.system.conftest import _attach  # the failure report shows the rig's logs
-from tests.system.helpers import ROOT, ArmdProcess, Rig, armd_command, start_rig, write_config
+from tests.system.helpers import (
+    ROOT,
+    ArmdProcess,
+    Rig,
+    armd_command,
+    attach_diagnostics,
+    start_rig,
+    write_config,
+)
 from tests.system.probe import ARM, WAIT_S, at_rest, joint_positions
 
 MOSQUITTO_CONFIG = ROOT / "config" / "mosquitto" / "mosquitto.conf"
@@ -238,7 +245,7 @@ def test_production_broker_serves_the_daemon_over_tls_and_keeps_intruders_out(
         daemon_port=broker.tls_port,
     )
     cleanup.callback(rig.close)
-    _attach(request, rig)
+    attach_diagnostics(request, rig)
     assert f"online at {HOST}:{broker.tls_port} as armd-{ARM}" in rig.daemon.output(), (
         "the daemon is not on the TLS listener"
     )
@@ -314,7 +321,7 @@ def test_daemon_presents_its_client_certificate_when_the_listener_requires_one(
         daemon_port=broker.tls_port,
     )
     cleanup.callback(rig.close)
-    _attach(request, rig)
+    attach_diagnostics(request, rig)
     current = joint_positions(rig.probe.latest_state())["wrist_3_joint"]
     goal = {"id": "certified", "type": "joints", "positions": {"wrist_3_joint": current - 0.3}}
     assert rig.probe.run_goal(goal)["status"] == "succeeded"
