@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 
 from tests.broker import MosquittoBroker
-from tests.system.conftest import _attach  # the failure report shows the rig's logs
-from tests.system.helpers import NotifyListener, Rig, start_rig
+from tests.system.helpers import NotifyListener, Rig, attach_diagnostics, start_rig
 from tests.system.probe import FINAL, WAIT_S, MqttProbe, at_rest, joint_positions
 
 JOINT = "shoulder_pan_joint"
@@ -61,7 +60,7 @@ def lossy_arm(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callab
             probe_options={"session": f"broker-loss-{broker.port}"} if persistent else None,
         )
         rigs.append(rig)
-        _attach(request, rig)
+        attach_diagnostics(request, rig)
         return rig
 
     yield start
