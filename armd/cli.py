@@ -8,13 +8,13 @@ and a non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import NoReturn
 
 from armd import __version__
+from armd.logs import configure_logging, parse_level_spec
 
 __all__ = ["main"]
 
@@ -41,11 +41,23 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 
+def _level_spec(spec: str) -> str:
+    try:
+        parse_level_spec(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="armd", description="Robot arm controller daemon.")
     parser.add_argument("--version", action="version", version=f"armd {__version__}")
     parser.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        type=_level_spec,
+        metavar="LEVEL[,LOGGER=LEVEL...]",
+        help="DEBUG, INFO (default), WARNING or ERROR; e.g. INFO,armd.loop=DEBUG",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _command_modules():
@@ -56,9 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(args.log_level)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
     if func is None:
         parser.print_help(sys.stderr)

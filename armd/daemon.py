@@ -1,56 +1,44 @@
-"""The daemon: composes hardware, control loop, goal pipeline and MQTT bridge, and runs them in
-one TaskGroup until SIGTERM.
+"""The daemon: composes the control process, goal pipeline and MQTT bridge, and runs them in one
+TaskGroup until SIGTERM.
 
-Two event loops: the control loop, the drivers and their reconnection run on the control thread
-(`armd.control_thread`), so that no MQTT traffic or goal planning delays a tick; the MQTT bridge
-and the goal pipeline run on the main one. The loop's statuses, telemetry and faults are posted to
-the main loop; goals, stops, e-stops and resets reach the loop through its thread-safe requests.
+Two processes: the control loop and the drivers run in the control process
+(`armd.control_process`, real-time scheduled where allowed), so that no MQTT traffic, goal
+planning or garbage collection here delays a tick; this one runs the MQTT bridge and the goal
+pipeline, and talks to the loop through `armd.remote_loop.RemoteLoop`.
 
-Start-up: take the single-instance lock, open every driver (a failure ends the daemon with a
-clear error before anything moves), then run the loop, which enables the drives only after a
-valid read and holds the measured position. ``READY=1`` goes to systemd after the first valid
-read; ``WATCHDOG=1`` comes from the control loop's own ticks; ``STATUS=`` follows the mode.
+Start-up: take the single-instance lock, start the control process, which opens every driver (a
+failure ends the daemon with a clear error before anything moves), then runs the loop, which
+enables the drives only after a valid read and holds the measured position. ``READY=1`` goes to
+systemd after the first valid read; ``WATCHDOG=1`` comes from the control loop's own ticks (relayed
+from the control process); ``STATUS=`` follows the mode.
 
 Shutdown (SIGTERM/SIGINT): ``STOPPING=1``; the current motion is stopped (its goal aborted) and
-the arm held; the bridge flushes statuses and publishes ``offline``; the drives are closed.
+the arm held; the drives are disabled and closed; the bridge flushes statuses and publishes
+``offline``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import logging
 import signal
-import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
-
-from armd.config import ArmSetup, build_drivers
-from armd.control_thread import ControlThread, on_loop
-from armd.errors import ArmdError
+from armd.config import ArmSetup
+from armd.control_process import SHUTDOWN_STOP_TIMEOUT_S, loop_settings, motion_limits
 from armd.goals import GoalPipeline, PlanSettings
-from armd.hardware import ArmHardware
 from armd.lock import InstanceLock
-from armd.loop import ControlLoop, LoopSettings, StopRequest
-from armd.messages import EstopCommand, Mode
+from armd.loop import StopRequest
+from armd.messages import EstopCommand
 from armd.mqtt import MqttBridge, MqttSettings
 from armd.notify import SystemdNotifier
-from armd.safety import SafetyMonitor, SafetyThresholds
-from armd.timing import PreciseTimer, Schedule
-from armd.trajectory import MotionLimits
-from drivers import DriverError
+from armd.remote_loop import ControlReports, RemoteLoop
 from kinematics.ik import IKOptions
 
 __all__ = ["Daemon", "run_daemon"]
 
 log = logging.getLogger(__name__)
-SHUTDOWN_STOP_TIMEOUT_S = 5.0
-STATS_INTERVAL_S = 60.0
-RECONNECT_INTERVAL_S = 1.0
+CLOSE_MARGIN_S = 5.0  # beyond the stop itself: disabling and closing the drives
 
 
 def mqtt_settings(setup: ArmSetup) -> MqttSettings:
@@ -72,13 +60,6 @@ def mqtt_settings(setup: ArmSetup) -> MqttSettings:
     )
 
 
-def motion_limits(setup: ArmSetup) -> MotionLimits:
-    limits = setup.tree.limits
-    return MotionLimits(
-        np.array(limits.velocity), np.array(limits.acceleration), np.array(setup.jerk)
-    )
-
-
 def plan_settings(setup: ArmSetup) -> PlanSettings:
     motion, safety = setup.motion, setup.safety
     return PlanSettings(
@@ -97,40 +78,19 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
     )
 
 
-def safety_monitor(setup: ArmSetup) -> SafetyMonitor:
-    safety = setup.safety
-    period = 1.0 / setup.loop_hz
-    thresholds = SafetyThresholds(
-        stale_hold_s=max(safety.stale_hold_ticks * period, safety.stale_hold_s),
-        stale_fault_s=safety.stale_fault_s,
-        following_error=safety.following_error,
-        following_error_per_velocity=safety.following_error_per_velocity,
-        limit_tolerance=safety.limit_tolerance,
-    )
-    limits = setup.tree.limits
-    return SafetyMonitor(setup.tree.joint_names, limits.lower, limits.upper, thresholds)
-
-
 @dataclass
 class Daemon:
     """The composed daemon; `run_daemon` builds and runs one."""
 
     setup: ArmSetup
-    hardware: ArmHardware
-    loop: ControlLoop
+    loop: RemoteLoop
     pipeline: GoalPipeline
     bridge: MqttBridge
     notifier: SystemdNotifier
-    timer: PreciseTimer
-    thread: ControlThread
 
     @classmethod
-    def build(
-        cls, setup: ArmSetup, notifier: SystemdNotifier, clock: Callable[[], float]
-    ) -> Daemon:
-        """Compose the daemon; call from the event loop that will run the bridge."""
-        main = asyncio.get_running_loop()
-        hardware = ArmHardware(build_drivers(setup, clock), setup.transmission)
+    def build(cls, setup: ArmSetup, notifier: SystemdNotifier, log_level: str = "INFO") -> Daemon:
+        """Compose the daemon; `log_level` (an `armd.logs` spec) goes to the control process."""
         # The bridge's callbacks reach the daemon, which is assembled last: late-bound lambdas.
         bridge = MqttBridge(
             mqtt_settings(setup),
@@ -141,27 +101,17 @@ class Daemon:
             on_estop=lambda command: daemon.estop(command),  # noqa: PLW0108
             on_connection_change=lambda up: daemon.broker_connection(up),  # noqa: PLW0108
         )
-        period = 1.0 / setup.loop_hz
-        timer = PreciseTimer()
-        loop = ControlLoop(
-            setup.tree,
-            setup.tool_link,
-            hardware,
-            safety_monitor(setup),
-            motion_limits(setup),
-            LoopSettings(
-                period_s=period,
-                telemetry_every=max(1, round(setup.loop_hz / setup.telemetry_hz)),
-                joint_tolerance=setup.safety.joint_tolerance,
-                settle_timeout_s=setup.safety.settle_timeout_s,
-                disable_on_fault=setup.safety.on_fault == "disable",
-            ),
-            Schedule(period, clock, timer.sleep_until if clock is time.monotonic else None),
-            on_loop(main, bridge.publish_status),
-            on_loop(main, bridge.set_fault),
-            on_loop(main, bridge.publish_telemetry),
-            on_mode_change=lambda mode: notifier.status(f"mode: {mode.value}"),
+        reports = ControlReports(
+            status=bridge.publish_status,
+            fault=bridge.set_fault,
+            telemetry=bridge.publish_telemetry,
+            mode=lambda mode: notifier.status(f"mode: {mode.value}"),
+            ready=lambda drivers: daemon.ready(drivers),  # noqa: PLW0108
+            watchdog=notifier.watchdog,
+            notice=notifier.status,
         )
+        watchdog_s = notifier.watchdog_interval_s()
+        loop = RemoteLoop(setup.path, loop_settings(setup), reports, watchdog_s, log_level)
         pipeline = GoalPipeline(
             setup.tree,
             setup.tool_link,
@@ -170,37 +120,17 @@ class Daemon:
             plan_settings(setup),
             bridge.publish_status,
         )
-        thread = ControlThread(priority=setup.realtime_priority)
-        daemon = cls(setup, hardware, loop, pipeline, bridge, notifier, timer, thread)
+        daemon = cls(setup, loop, pipeline, bridge, notifier)
         return daemon
 
-    async def open(self) -> None:
-        """Start the control thread and open every driver on it; raises `ArmdError` when a bus
-        cannot be opened (nothing is left running then)."""
-        self.thread.start()
-        try:
-            await self.thread.run(self.hardware.open())
-        except BaseException as exc:
-            await self.thread.stop()
-            if isinstance(exc, DriverError):
-                raise ArmdError(f"cannot open the drivers: {exc}") from exc
-            raise
-
-    async def close(self) -> None:
-        """Disable and close the drivers (best effort), then stop the control thread."""
-        try:
-            with contextlib.suppress(DriverError):
-                await self.thread.run(self.hardware.disable())
-            await self.thread.run(self.hardware.close())
-        finally:
-            await self.thread.stop()
+    def ready(self, drivers: int) -> None:
+        self.notifier.ready(f"mode: {self.loop.mode.value}")
+        log.info("ready: arm %r, %d driver(s)", self.setup.name, drivers)
 
     def estop(self, command: EstopCommand) -> None:
         if command.engage:
-            log.warning("e-stop engaged over MQTT")
             self.loop.engage_estop()
         else:
-            log.info("reset requested over MQTT")
             self.loop.reset()
 
     def broker_connection(self, connected: bool) -> None:
@@ -216,86 +146,26 @@ class Daemon:
             log.warning("broker connection lost: finishing the current motion")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run until `stop` is set, then shut down cleanly."""
-        shutting_down = threading.Event()
-        control = self.thread.run
+        """Run until `stop` is set, then shut down cleanly. The control process must be started
+        (`self.loop.start()`)."""
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(control(self._control(shutting_down)), name="control loop")
+            tasks.create_task(self.loop.run(), name="control link")
             tasks.create_task(self.bridge.run(), name="mqtt bridge")
             pipeline = tasks.create_task(self.pipeline.run(), name="goal pipeline")
-            reconnect = tasks.create_task(control(self._reconnect_lost_drivers()), name="reconnect")
             await stop.wait()
             self.notifier.stopping("stopping: bringing the arm to rest")
             log.info("stopping: bringing the arm to rest")
             pipeline.cancel()
-            reconnect.cancel()
-            await self._come_to_rest()
-            shutting_down.set()
+            await self.loop.shutdown(SHUTDOWN_STOP_TIMEOUT_S + CLOSE_MARGIN_S)
             self.bridge.request_stop()
-
-    async def _control(self, shutting_down: threading.Event) -> None:
-        """The control loop task (on the control thread), with the systemd hand-shakes it owns."""
-        interval = self.notifier.watchdog_interval_s()
-        every = max(1, int((interval or 1.0) / 2 * self.setup.loop_hz))
-        ready = False
-
-        def after_tick() -> None:
-            nonlocal ready
-            measured = self.loop.measured
-            if not ready and measured is not None and measured.complete():
-                ready = True
-                self.notifier.ready(f"mode: {self.loop.mode.value}")
-                log.info("ready: arm %r, %d driver(s)", self.setup.name, len(self.hardware.drivers))
-            if interval is not None and self.loop.tick_count % every == 0:
-                self.notifier.watchdog()
-            if self.loop.tick_count % stats_every == 0:
-                self.log_timing()
-
-        stats_every = max(1, int(STATS_INTERVAL_S * self.setup.loop_hz))
-        try:
-            await self.loop.run(shutting_down.is_set, after_tick)
-        finally:
-            self.timer.close()
-            self.log_timing()
-
-    def log_timing(self) -> None:
-        """One INFO line on the loop's timing (every minute and at shutdown)."""
-        stats = self.loop.schedule.stats()
-        log.info(
-            "loop timing: %d ticks, %d missed, period error p50 %.3f ms, p99 %.3f ms, "
-            "max %.3f ms; limiter interventions %d",
-            stats.ticks,
-            stats.missed,
-            stats.p50_s * 1e3,
-            stats.p99_s * 1e3,
-            stats.max_s * 1e3,
-            self.loop.limiter.interventions,
-        )
-
-    async def _reconnect_lost_drivers(self) -> None:
-        """Once a lost bus has faulted the loop, reopen it every `RECONNECT_INTERVAL_S` until it
-        is back (on the control thread). The fault stays latched: moving again needs a reset."""
-        while True:
-            await asyncio.sleep(RECONNECT_INTERVAL_S)
-            if self.hardware.failed and self.loop.fault is not None:
-                back = await self.hardware.reconnect()
-                if back:
-                    self.notifier.status(f"drivers {back} reconnected: reset to resume")
-
-    async def _come_to_rest(self) -> None:
-        if self.loop.moving or self.loop.mode == Mode.MOVING:
-            self.loop.submit(StopRequest(None, "daemon stopping"))
-        deadline = time.monotonic() + SHUTDOWN_STOP_TIMEOUT_S
-        while self.loop.busy and time.monotonic() < deadline:
-            await asyncio.sleep(self.loop.settings.period_s)
 
 
 async def run_daemon(
     setup: ArmSetup,
     *,
-    clock: Callable[[], float] = time.monotonic,
     notifier: SystemdNotifier | None = None,
     stop: asyncio.Event | None = None,
+    log_level: str = "INFO",
 ) -> None:
     """Run the daemon for `setup` until SIGTERM/SIGINT (or `stop`). Raises `ArmdError` when it
     cannot start (lock held, a bus that cannot be opened)."""
@@ -305,15 +175,10 @@ async def run_daemon(
     for sig in (signal.SIGTERM, signal.SIGINT):
         running.add_signal_handler(sig, stop.set)
     with InstanceLock(setup.lock_file, setup.name):
-        daemon = Daemon.build(setup, notifier, clock)
-        await daemon.open()
-        # The start-up objects (modules, model, drivers) live as long as the process: out of the
-        # collector's sight, a full collection takes ~1 ms instead of 40-70 ms, a pause that
-        # would otherwise land in a control tick (measured under a flood of MQTT input).
-        gc.collect()
-        gc.freeze()
+        daemon = Daemon.build(setup, notifier, log_level)
+        await daemon.loop.start()
         try:
             await daemon.run(stop)
         finally:
-            await daemon.close()
+            await daemon.loop.close()
             log.info("stopped")

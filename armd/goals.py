@@ -19,11 +19,12 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from armd.loop import ControlLoop, MoveRequest, StopRequest
+from armd.loop import LoopSettings, MoveRequest, StopRequest
 from armd.messages import (
     Goal,
     GoalStatus,
@@ -34,7 +35,8 @@ from armd.messages import (
     StatusUpdate,
     StopGoal,
 )
-from armd.trajectory import MotionLimits
+from armd.safety import MeasuredState
+from armd.trajectory import MotionLimits, Setpoint
 from kinematics import KinematicsError, KinematicTree, Pose
 from kinematics.ik import IKOptions
 from kinematics.mapping import MappingOptions, map_chain
@@ -65,6 +67,23 @@ class PlanSettings:
     stop_wait_s: float = 10.0  # how long a linear goal waits for the arm to come to rest
 
 
+class LoopHandle(Protocol):
+    """What the pipeline uses of the control loop: a `armd.loop.ControlLoop`, or the daemon's
+    `armd.remote_loop.RemoteLoop` in front of its control process."""
+
+    @property
+    def settings(self) -> LoopSettings: ...
+    @property
+    def mode(self) -> Mode: ...
+    @property
+    def measured(self) -> MeasuredState | None: ...
+    @property
+    def commanded(self) -> Setpoint | None: ...
+    @property
+    def moving(self) -> bool: ...
+    def submit(self, request: MoveRequest | StopRequest) -> None: ...
+
+
 class Rejected(Exception):  # noqa: N818 (an outcome carried through the planner, not an error)
     """Planning refused the goal; the message is the reason sent with the status."""
 
@@ -76,7 +95,7 @@ class GoalPipeline:
         self,
         tree: KinematicTree,
         tool_link: str,
-        loop: ControlLoop,
+        loop: LoopHandle,
         limits: MotionLimits,
         settings: PlanSettings,
         publish_status: Callable[[StatusUpdate], None],

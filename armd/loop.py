@@ -2,8 +2,8 @@
 
 One `tick` never awaits the network: it consumes what the other tasks left for it (a pending
 motion request, an e-stop or reset flag) and leaves behind what they read (statuses, the latest
-telemetry, the fault). In the daemon it runs on a thread of its own (`armd.control_thread`): the
-request methods are thread-safe, and the output callbacks must be too. Modes (`armd.messages.Mode`):
+telemetry, the fault). In the daemon it runs in a process of its own (`armd.control_process`).
+Modes (`armd.messages.Mode`):
 
     INACTIVE --valid read--> HOLDING <--> MOVING / STOPPING
         any --fault--> FAULT (stop, then hold or disable), any --estop--> ESTOP; reset --> HOLDING
@@ -17,7 +17,7 @@ is never resumed on its own; drive watchdogs are fed by this loop's own writes.
 from __future__ import annotations
 
 import logging
-import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -134,22 +134,19 @@ class ControlLoop:
         self._enabled = False
         self._active: _Active | None = None
         self._pending: MoveRequest | StopRequest | None = None
-        # Requests come from other threads: `_pending` and the hand-over to `_active` happen
-        # under this lock, so `busy` never misses a request on its way in.
-        self._mailbox = threading.RLock()
         self._estop_request = False
         self._reset_request = False
         self._hold_reason: str | None = None
         self._disable_pending = False
 
-    # -- requests from other tasks or threads (applied at the next tick boundary) -----------------
+    # -- requests from the other tasks (applied at the next tick boundary) ------------------------
 
     def submit(self, request: MoveRequest | StopRequest) -> None:
         """Queue a motion request; a newer one replaces it before it starts (newest wins)."""
-        with self._mailbox:
-            replaced, self._pending = self._pending, request
+        replaced = self._pending
         if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
             self._status(replaced.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
+        self._pending = request
 
     def engage_estop(self) -> None:
         self._estop_request = True
@@ -165,8 +162,7 @@ class ControlLoop:
     @property
     def busy(self) -> bool:
         """Moving, or a request waits for the next tick."""
-        with self._mailbox:
-            return self._active is not None or self._pending is not None
+        return self._active is not None or self._pending is not None
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -316,8 +312,7 @@ class ControlLoop:
     # -- motions ----------------------------------------------------------------------------------
 
     def _drop_pending(self, reason: str) -> None:
-        with self._mailbox:
-            pending, self._pending = self._pending, None
+        pending, self._pending = self._pending, None
         if isinstance(pending, MoveRequest):
             self._status(pending.goal_id, GoalStatus.ABORTED, reason)
         elif isinstance(pending, StopRequest) and pending.goal_id is not None:
@@ -336,12 +331,9 @@ class ControlLoop:
             self._set_mode(Mode.STOPPING)
 
     def _apply_requests(self) -> None:
-        with self._mailbox:
-            request, self._pending = self._pending, None
-            if request is not None:
-                self._apply(request)
-
-    def _apply(self, request: MoveRequest | StopRequest) -> None:
+        request, self._pending = self._pending, None
+        if request is None:
+            return
         if isinstance(request, StopRequest):
             if self.mode == Mode.MOVING:
                 self._stop_motion(request.reason, request.outcome)
@@ -399,6 +391,9 @@ class ControlLoop:
         position, velocity = self.limiter.apply(wanted.position, wanted.velocity)
         acceleration = (velocity - self.commanded.velocity) / self.settings.period_s
         self.commanded = Setpoint(position, velocity, acceleration)
+        if active is not None and active.start_tick == self.tick_count and not active.is_stop:
+            # monotonic: the same clock in every process (bench/loop.py measures goal latency)
+            log.debug("goal %s: first command at monotonic %.6f", active.goal_id, time.monotonic())
         try:
             await self.hardware.write(position, velocity)
         except DriverError as exc:

@@ -105,13 +105,22 @@ def write_config(workdir: Path, rate_hz: int, port: int) -> Path:
 
 @contextmanager
 def daemon_process(
-    config: Path, log_path: Path, nice: int = 0
+    config: Path, log_path: Path, nice: int = 0, log_level: str = "INFO"
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m armd run --config config`, logging to `log_path`, at niceness `nice` (as the
-    unit's Nice=; below 0 needs root); yields it once ready (its "ready:" log line) and sends it
-    SIGTERM on any exit."""
+    """`python -m armd --log-level LEVEL run --config config`, logging to `log_path`, at niceness
+    `nice` (as the unit's Nice=; below 0 needs root); yields it once ready (its "ready:" log line)
+    and sends it SIGTERM on any exit."""
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-    command = [sys.executable, "-m", "armd", "run", "--config", str(config)]
+    command = [
+        sys.executable,
+        "-m",
+        "armd",
+        "--log-level",
+        log_level,
+        "run",
+        "--config",
+        str(config),
+    ]
     if nice:
         command = ["nice", "-n", str(nice), *command]
     with log_path.open("wb") as log:
@@ -161,8 +170,14 @@ def loop_timing(log_path: Path) -> LoopTiming:
 
 
 def cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` and its children (the daemon and its control process), s."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    total = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+    with suppress(OSError):
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            with suppress(OSError):  # it may have ended meanwhile
+                total += cpu_seconds(int(child))
+    return total
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float | None:

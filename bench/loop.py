@@ -5,8 +5,8 @@
 1. Loop timing: `python -m armd run` as a subprocess at each rate while a client sends a random
    joints goal every ~2 s; ticks, missed ticks and period error (p50/p99/max) from its final
    "loop timing" log line, CPU % from /proc/<pid>/stat (100 % = one core).
-2. Goal-to-first-command latency over MQTT on loopback: the daemon in this process with its
-   hardware's `write` wrapped, goals from a second connection in the same event loop.
+2. Goal-to-first-command latency over MQTT on loopback: the daemon as a subprocess logging the
+   first command of each motion (``--log-level INFO,armd.loop=DEBUG``), goals from a client here.
 
 Every run uses its own Mosquitto on a free loopback port, stopped on any exit. Reports only: the
 targets (DESIGN.md) are printed beside the figures, never asserted.
@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 import time
@@ -32,14 +33,10 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import aiomqtt  # noqa: E402
 import numpy as np  # noqa: E402
-from numpy.typing import ArrayLike, NDArray  # noqa: E402
+from numpy.typing import NDArray  # noqa: E402
 
 from armd.config import ArmSetup, load_config  # noqa: E402
-from armd.daemon import Daemon  # noqa: E402
-from armd.hardware import ArmHardware  # noqa: E402
-from armd.messages import Mode  # noqa: E402
 from armd.mqtt import Topics  # noqa: E402
-from armd.notify import SystemdNotifier  # noqa: E402
 
 sys.path.append(str(_HERE))
 from harness import (  # noqa: E402
@@ -138,74 +135,50 @@ def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> Tim
     return TimingRow(rate_hz, loop_timing(log_path), cpu, os.getloadavg()[0], goals)
 
 
-class FirstCommandProbe:
-    """Wraps `hardware.write`: after `arm()`, stamps the first command that leaves the holding
-    position (`time.monotonic`, when the write is issued)."""
-
-    def __init__(self, hardware: ArmHardware) -> None:
-        self._write = hardware.write
-        hardware.write = self.write  # type: ignore[method-assign]
-        self.last: Array | None = None
-        self._holding: Array | None = None
-        self.stamp: float | None = None
-
-    def arm(self) -> None:
-        self._holding, self.stamp = self.last, None
-
-    async def write(self, position: ArrayLike, velocity: ArrayLike) -> None:
-        position = np.array(position, dtype=float)
-        holding = self._holding
-        if self.stamp is None and holding is not None and np.any(position != holding):
-            self.stamp = time.monotonic()
-        self.last = position
-        await self._write(position, velocity)
+FIRST_COMMAND = re.compile(r"goal (\S+): first command at monotonic (\d+\.\d+)")
 
 
-async def measure_latency(config: Path, goals: int) -> list[float]:
-    """Goal-to-first-command latencies (s), the daemon in this process (its bridge on this
-    event loop, its control loop on its own thread, as in `armd run`)."""
+def first_commands(log_path: Path) -> dict[str, float]:
+    """Goal id → when the control loop issued its first command (`time.monotonic`, the same
+    clock in every process), from the control process's DEBUG lines."""
+    text = log_path.read_text(encoding="utf-8", errors="replace")
+    return {goal_id: float(t) for goal_id, t in FIRST_COMMAND.findall(text)}
+
+
+def measure_latency(workdir: Path, config: Path, goals: int) -> list[float]:
+    """Goal-to-first-command latencies (s): the daemon as a subprocess (its loop in its control
+    process), logging the first command of each motion (armd.loop at DEBUG)."""
     setup = load_config(config)
-    daemon = Daemon.build(setup, SystemdNotifier(environ={}), time.monotonic)
-    probe, stop = FirstCommandProbe(daemon.hardware), asyncio.Event()
-    await daemon.open()
-    try:
-        async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(daemon.run(stop))
-            try:
-                return await send_alternating_goals(daemon, probe, goals)
-            finally:
-                stop.set()
-    finally:
-        await daemon.close()
+    log_path = workdir / f"latency-{setup.loop_hz:g}.log"
+    with daemon_process(config, log_path, log_level="INFO,armd.loop=DEBUG"):
+        sent = asyncio.run(send_alternating_goals(setup, goals))
+        deadline = time.monotonic() + 5.0
+        while len(first_commands(log_path).keys() & sent.keys()) < len(sent):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"first commands missing in {log_path}")
+            time.sleep(0.05)
+    first = first_commands(log_path)
+    return [first[goal_id] - start for goal_id, start in sent.items()]
 
 
-async def send_alternating_goals(
-    daemon: Daemon, probe: FirstCommandProbe, goals: int
-) -> list[float]:
-    setup, rng, targets = daemon.setup, random.Random(0), (HOME + 0.05, HOME - 0.05)
-    latencies = []
+async def send_alternating_goals(setup: ArmSetup, goals: int) -> dict[str, float]:
+    """Goal id → when it was published; every goal succeeds before the next one."""
+    rng, targets = random.Random(0), (HOME + 0.05, HOME - 0.05)
+    sent = {}
     async with (
         aiomqtt.Client(HOST, setup.mqtt.port, identifier="bench-loop-latency") as client,
         StatusWatcher(client, setup.name) as watcher,
     ):
-        await ready(daemon)
         for k in range(goals + 1):  # the first goal (from home) sets up the alternation
             await asyncio.sleep(rng.uniform(0.0, 0.02))  # spread publishes over the tick phase
-            probe.arm()
             start = time.monotonic()
             await publish_goal(client, setup, f"lat{k}", targets[k % 2])
             status = await watcher.final(f"lat{k}")
-            if status != "succeeded" or probe.stamp is None:
-                raise RuntimeError(f"goal lat{k}: {status}, first command {probe.stamp}")
+            if status != "succeeded":
+                raise RuntimeError(f"goal lat{k}: {status}")
             if k > 0:
-                latencies.append(probe.stamp - start)
-    return latencies
-
-
-async def ready(daemon: Daemon) -> None:
-    async with asyncio.timeout(30.0):  # the daemon holds and its bridge is online
-        while daemon.loop.mode != Mode.HOLDING or not daemon.bridge.connected.is_set():
-            await asyncio.sleep(0.05)
+                sent[f"lat{k}"] = start
+    return sent
 
 
 def print_timing(rows: list[TimingRow], duration_s: float) -> None:
@@ -231,8 +204,8 @@ def latency_row(label: str, rate_hz: int, latencies: list[float]) -> str:
 
 def latency_runs(workdir: Path, rates: list[int], goals: int) -> None:
     print("\n2. goal-to-first-command latency over MQTT on loopback, joints goals, ms")
-    print("   (the client shares this process, its event loop and GIL with the daemon: the")
-    print("    figures include that contention; broker 'nodelay' = set_tcp_nodelay true,")
+    print("   (the daemon as a subprocess, its control process logging each motion's first")
+    print("    command; broker 'nodelay' = set_tcp_nodelay true,")
     print("    'default' = Mosquitto's default, Nagle's algorithm on the broker's sockets)")
     print(f"{'rate Hz':>8} {'broker':>9} {'goals':>6} {'p50':>7} {'p99':>7} {'max':>7} "
           f"{'target':>7} {'% <= t':>7}")  # fmt: skip
@@ -240,7 +213,7 @@ def latency_runs(workdir: Path, rates: list[int], goals: int) -> None:
         with mosquitto(workdir, nodelay) as port:
             for rate in run_rates:
                 config = write_config(workdir, rate, port)
-                latencies = asyncio.run(measure_latency(config, goals))
+                latencies = measure_latency(workdir, config, goals)
                 print(latency_row(label, rate, latencies), flush=True)
     print("   target: one tick + 2 ms")
 

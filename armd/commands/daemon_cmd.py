@@ -56,7 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     if setup is None:
         return 1
     try:
-        asyncio.run(run_daemon(setup))
+        asyncio.run(run_daemon(setup, log_level=args.log_level))
     except ArmdError as exc:
         print(f"armd: error: {exc}", file=sys.stderr)
         return 1

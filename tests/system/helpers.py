@@ -102,6 +102,13 @@ class ArmdProcess:
         return self.process.pid
 
     @property
+    def control_pid(self) -> int:
+        """The pid of the daemon's control process (`armd.control_process`), its only child."""
+        children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text(encoding="ascii")
+        (child,) = children.split()
+        return int(child)
+
+    @property
     def returncode(self) -> int | None:
         return None if self.process is None else self.process.poll()
 

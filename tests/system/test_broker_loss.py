@@ -16,6 +16,7 @@ restart, whatever is retained there was published again by the daemon.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -245,11 +246,12 @@ def test_availability_and_fault_are_retained_again_after_a_broker_restart(
 ) -> None:
     rig = lossy_arm("stop", persistent=False)
     probe = rig.probe
-    # A stall of the daemon longer than the devices' watchdog (0.1 s) latches a device fault.
+    # A stall of the control loop longer than the devices' watchdog (0.1 s) latches a device
+    # fault.
     since = probe.mark()
-    rig.daemon.signal(signal.SIGSTOP)
+    os.kill(rig.daemon.control_pid, signal.SIGSTOP)
     time.sleep(0.5)
-    rig.daemon.signal(signal.SIGCONT)
+    os.kill(rig.daemon.control_pid, signal.SIGCONT)
     fault = probe.wait_for(
         lambda: next((m.text for m in probe.on("fault", since) if m.text), None),
         what="a fault",

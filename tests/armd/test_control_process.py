@@ -1,0 +1,260 @@
+"""The control process and the daemon's handle on it (`RemoteLoop`), with the real child process
+on the simulated UR5: start-up (and its failures), requests and reports over the link, shutdown,
+the daemon dying, the process dying. And the link's framing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from armd.config import load_config
+from armd.control_link import Status, Submit, read_message, write_message
+from armd.control_process import loop_settings, motion_limits
+from armd.errors import ArmdError
+from armd.loop import MoveRequest, StopRequest
+from armd.messages import Fault, GoalStatus, Mode, StatusUpdate, Telemetry
+from armd.remote_loop import ControlReports, RemoteLoop
+from tests.system.helpers import write_config
+
+WAIT_S = 30.0
+
+
+@dataclass
+class Reports:
+    statuses: list[StatusUpdate] = field(default_factory=list)
+    faults: list[Fault | None] = field(default_factory=list)
+    telemetry: list[Telemetry] = field(default_factory=list)
+    modes: list[Mode] = field(default_factory=list)
+    ready: list[int] = field(default_factory=list)
+
+    def sink(self) -> ControlReports:
+        return ControlReports(
+            status=self.statuses.append,
+            fault=self.faults.append,
+            telemetry=self.telemetry.append,
+            mode=self.modes.append,
+            ready=self.ready.append,
+        )
+
+    def final(self, goal_id: str) -> StatusUpdate | None:
+        return next((s for s in self.statuses if s.goal_id == goal_id and s.status.is_final), None)
+
+
+async def until(condition: Any, what: str, timeout_s: float = WAIT_S) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+@dataclass
+class Control:
+    loop: RemoteLoop
+    reports: Reports
+    runner: asyncio.Task[None]
+    config: Path
+
+
+async def start_control(config: Path) -> Control:
+    reports = Reports()
+    remote = RemoteLoop(config, loop_settings(load_config(config)), reports.sink())
+    await remote.start()
+    runner = asyncio.create_task(remote.run())
+    await until(lambda: reports.ready and remote.mode == Mode.HOLDING, "holding")
+    return Control(remote, reports, runner, config)
+
+
+@pytest.fixture
+async def control(tmp_path: Path) -> AsyncIterator[Control]:
+    started = await start_control(write_config(tmp_path, 1))
+    try:
+        yield started
+    finally:
+        started.runner.cancel()
+        await started.loop.close()
+
+
+def move(control: Control, goal_id: str, offset: float, speed: float = 1.0) -> MoveRequest:
+    measured = control.loop.measured
+    assert measured is not None
+    limits = motion_limits(load_config(control.config)).scaled(speed)
+    target = measured.position + np.array([offset, 0.0, 0.0, 0.0, 0.0, offset])
+    return MoveRequest(goal_id, limits, target=target)
+
+
+async def test_a_move_runs_in_the_control_process_and_its_statuses_come_back(
+    control: Control,
+) -> None:
+    remote, reports = control.loop, control.reports
+    assert remote.commanded is not None
+    start = remote.commanded.position.copy()
+    remote.submit(move(control, "g1", 0.2))
+    assert remote.busy  # at once, before the process has taken it in
+    await until(lambda: reports.final("g1") is not None, "g1 final")
+    assert reports.final("g1") == StatusUpdate("g1", GoalStatus.SUCCEEDED, None)
+    await until(lambda: not remote.busy, "not busy")
+    assert remote.commanded is not None
+    assert remote.commanded.position[0] == pytest.approx(start[0] + 0.2, abs=1e-9)
+    assert Mode.MOVING in reports.modes
+    assert reports.telemetry  # the loop's telemetry reaches the daemon side
+    assert remote.tick_count > 0
+
+
+async def test_newest_request_wins_and_a_stop_ends_the_motion(control: Control) -> None:
+    remote, reports = control.loop, control.reports
+    remote.submit(move(control, "slow", 1.0, speed=0.2))
+    await until(lambda: remote.moving, "moving")
+    remote.submit(StopRequest("halt"))
+    await until(lambda: reports.final("halt") is not None, "the stop answered")
+    assert reports.final("slow") is not None
+    assert reports.final("slow").status is GoalStatus.ABORTED  # type: ignore[union-attr]
+    assert reports.final("halt") == StatusUpdate("halt", GoalStatus.SUCCEEDED, None)
+    await until(lambda: remote.mode == Mode.HOLDING and not remote.busy, "holding")
+
+
+async def test_a_burst_of_requests_newest_wins_and_each_gets_one_final_status(
+    control: Control,
+) -> None:
+    remote, reports = control.loop, control.reports
+    ids = [f"burst{i}" for i in range(200)]
+    for i, goal_id in enumerate(ids):  # far faster than one per tick: most wait here
+        remote.submit(move(control, goal_id, 0.1 if i % 2 else -0.1))
+    await until(lambda: all(reports.final(goal_id) for goal_id in ids), "every final status")
+    finals = [s for s in reports.statuses if s.status.is_final]
+    assert sorted(s.goal_id for s in finals) == sorted(ids)  # exactly one each
+    assert reports.final(ids[-1]) == StatusUpdate(ids[-1], GoalStatus.SUCCEEDED, None)
+    preempted = [s for s in finals if s.status is GoalStatus.PREEMPTED]
+    assert len(preempted) >= len(ids) - 10, reports.statuses[-5:]
+    await until(lambda: not remote.busy, "not busy")
+
+
+async def test_estop_latches_in_the_control_process_until_reset(control: Control) -> None:
+    remote, reports = control.loop, control.reports
+    remote.engage_estop()
+    await until(lambda: remote.mode == Mode.ESTOP, "e-stop")
+    remote.submit(move(control, "refused", 0.1))
+    await until(lambda: reports.final("refused") is not None, "refused")
+    assert reports.final("refused").status is GoalStatus.ABORTED  # type: ignore[union-attr]
+    remote.reset()
+    await until(lambda: remote.mode == Mode.HOLDING, "holding after reset")
+
+
+async def test_shutdown_brings_the_arm_to_rest_and_the_process_exits_0(control: Control) -> None:
+    remote, reports = control.loop, control.reports
+    remote.submit(move(control, "interrupted", 1.0, speed=0.2))
+    await until(lambda: remote.moving, "moving")
+    await remote.shutdown(timeout_s=WAIT_S)
+    await asyncio.wait_for(control.runner, WAIT_S)  # `run` returns after `Closed`
+    assert reports.final("interrupted") is not None
+    assert reports.final("interrupted").status is GoalStatus.ABORTED  # type: ignore[union-attr]
+    assert await remote.close() == 0
+
+
+async def test_the_control_process_ignores_sigterm_and_stops_when_the_daemon_goes(
+    control: Control,
+) -> None:
+    remote = control.loop
+    assert remote.pid is not None
+    os.kill(remote.pid, signal.SIGTERM)  # systemd signals the whole cgroup: the daemon decides
+    await asyncio.sleep(0.3)
+    assert remote.running
+    remote.submit(move(control, "orphaned", 1.0, speed=0.2))
+    await until(lambda: remote.moving, "moving")
+    control.runner.cancel()
+    assert await remote.close() == 0  # the link closed: the arm comes to rest, the drives close
+
+
+async def test_a_dead_control_process_is_an_error_of_the_daemon(control: Control) -> None:
+    assert control.loop.pid is not None
+    os.kill(control.loop.pid, signal.SIGKILL)
+    with pytest.raises(ArmdError, match=r"control process ended unexpectedly \(exit code -9\)"):
+        await asyncio.wait_for(control.runner, WAIT_S)
+
+
+async def test_drivers_that_cannot_open_are_a_clear_start_up_error(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path,
+        1,
+        {
+            "drivers": {
+                "sim": None,
+                "servos": {
+                    "type": "dynamixel",
+                    "params": {
+                        "port": str(tmp_path / "no-such-port"),
+                        "devices": {f"d{i}": {"id": i + 1} for i in range(6)},
+                    },
+                },
+            },
+            "joints": {
+                name: {"driver": "servos", "device": f"d{i}"}
+                for i, name in enumerate(
+                    [
+                        "shoulder_pan_joint",
+                        "shoulder_lift_joint",
+                        "elbow_joint",
+                        "wrist_1_joint",
+                        "wrist_2_joint",
+                        "wrist_3_joint",
+                    ]
+                )
+            },
+        },
+    )
+    remote = RemoteLoop(config, loop_settings(load_config(config)), Reports().sink())
+    with pytest.raises(ArmdError, match=r"cannot open the drivers: .*no-such-port"):
+        await remote.start()
+
+
+async def test_an_invalid_config_is_a_clear_start_up_error(tmp_path: Path) -> None:
+    config = write_config(tmp_path, 1)
+    settings = loop_settings(load_config(config))
+    config.write_text(config.read_text() + "\nloop_hz: -5\n")  # changed after the daemon read it
+    remote = RemoteLoop(config, settings, Reports().sink())
+    with pytest.raises(ArmdError, match=r"invalid configuration: .*loop_hz"):
+        await remote.start()
+
+
+# -- framing ---------------------------------------------------------------------------------------
+
+
+async def stream_pair() -> tuple[Any, Any]:
+    a, b = socket.socketpair()
+    return await asyncio.open_unix_connection(sock=a), await asyncio.open_unix_connection(sock=b)
+
+
+async def test_frames_arrive_whole_and_in_order_and_the_end_reads_as_none() -> None:
+    (_, writer), (reader, _) = await stream_pair()
+    request = StopRequest("s1", "why", GoalStatus.PREEMPTED)
+    messages = [Submit(1, request), Status(StatusUpdate("g", GoalStatus.ACCEPTED, None))] * 50
+    for message in messages:
+        write_message(writer, message)
+    writer.close()
+    received = []
+    while (message := await read_message(reader)) is not None:
+        received.append(message)
+    assert received == messages
+
+
+async def test_a_stream_that_ends_inside_a_frame_is_an_error() -> None:
+    (_, writer), (reader, _) = await stream_pair()
+    writer.write(b"\x00\x00\x01\x00" + b"x" * 10)  # 256 bytes announced, 10 sent
+    writer.close()
+    with pytest.raises(ConnectionError, match="inside a frame"):
+        await read_message(reader)
+
+
+async def test_an_absurd_frame_length_is_an_error() -> None:
+    (_, writer), (reader, _) = await stream_pair()
+    writer.write(b"\xff\xff\xff\xff")
+    with pytest.raises(ConnectionError, match="frame of 4294967295 bytes"):
+        await read_message(reader)
+    writer.close()

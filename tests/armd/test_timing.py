@@ -1,0 +1,65 @@
+"""The timerfd-based `PreciseTimer` and the `Schedule` it serves: never early, usable again after
+a cancelled wait, and on its own event loop. (How late is for bench/, never asserted here.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from armd.timing import PreciseTimer, Schedule
+
+
+async def test_precise_timer_never_wakes_before_its_deadline() -> None:
+    timer = PreciseTimer()
+    try:
+        for delay in (0.0003, 0.0017, 0.004, 0.0):
+            deadline = time.monotonic() + delay
+            await timer.sleep_until(deadline)
+            assert time.monotonic() >= deadline
+        await timer.sleep_until(time.monotonic() - 1.0)  # already due: returns at once
+    finally:
+        timer.close()
+
+
+async def test_a_schedule_on_the_precise_timer_ticks_at_or_after_each_deadline() -> None:
+    timer = PreciseTimer()
+    schedule = Schedule(0.002, time.monotonic, timer.sleep_until)
+    try:
+        for _ in range(20):
+            deadline = await schedule.wait()
+            assert time.monotonic() >= deadline
+            schedule.advance()
+    finally:
+        timer.close()
+    assert schedule.ticks == 20
+
+
+async def test_a_cancelled_timer_wait_leaves_the_timer_usable() -> None:
+    timer = PreciseTimer()
+    try:
+        wait = asyncio.create_task(timer.sleep_until(time.monotonic() + 60))
+        await asyncio.sleep(0.01)
+        wait.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await wait
+        deadline = time.monotonic() + 0.002
+        await timer.sleep_until(deadline)
+        assert time.monotonic() >= deadline
+    finally:
+        timer.close()
+
+
+def test_a_timer_serves_one_event_loop_after_another_once_closed() -> None:
+    timer = PreciseTimer()
+
+    async def nap() -> None:
+        deadline = time.monotonic() + 0.001
+        await timer.sleep_until(deadline)
+        assert time.monotonic() >= deadline
+
+    asyncio.run(nap())
+    timer.close()
+    asyncio.run(nap())  # a new timerfd on the new loop
+    timer.close()
