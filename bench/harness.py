@@ -181,10 +181,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
-    """`field` of /proc/<pid>/status (VmRSS: resident memory now, VmHWM: its peak) in MiB; None
-    once the process has exited."""
+    """`field` of /proc/<pid>/status (VmRSS: resident memory now, VmHWM: its peak) in MiB, summed
+    over the process and its children (the daemon and its control process); None once the
+    process has exited."""
     with suppress(OSError):
         status = Path(f"/proc/{pid}/status").read_text()
         found = re.search(rf"^{field}:\s*(\d+) kB", status, re.M)
-        return int(found.group(1)) / 1024.0 if found else None
+        if found is None:
+            return None
+        total = int(found.group(1)) / 1024.0
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+            total += rss_mb(int(child), field) or 0.0
+        return total
     return None
