@@ -133,7 +133,6 @@ class ControlServer:
             on_mode_change=lambda mode: self._send(ModeChanged(mode)),
         )
         self._taken = 0
-        self._closing = False
         self._stopped = False
 
     def _send(self, message: object) -> None:
@@ -188,6 +187,7 @@ class ControlServer:
             else:
                 log.error("control link: unexpected message %r", message)
         log.warning("control link closed by the daemon: bringing the arm to rest")
+        self._writer.close()  # nobody reads the reports any more
 
     async def _next_command(self) -> object | None:
         """The next request; None once the link is closed or broken (the daemon is gone)."""

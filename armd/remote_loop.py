@@ -197,11 +197,12 @@ class RemoteLoop:
     async def run(self) -> None:
         """Dispatch the process's reports until it closes; raises `ArmdError` if it dies."""
         assert self._reader is not None
-        while (message := await read_message(self._reader)) is not None:
-            if isinstance(message, Closed):
-                self._closed.set()
-                return
-            self._dispatch(message)
+        with contextlib.suppress(ConnectionError):  # a broken link: the process is gone
+            while (message := await read_message(self._reader)) is not None:
+                if isinstance(message, Closed):
+                    self._closed.set()
+                    return
+                self._dispatch(message)
         code = await self._exit_code()
         raise ArmdError(f"the control process ended unexpectedly (exit code {code})")
 
@@ -235,6 +236,9 @@ class RemoteLoop:
         returns then)."""
         if self._writer is None or self._writer.is_closing():
             return
+        held, self._held = self._held, None
+        if held is not None and held.goal_id is not None:  # accepted, never sent: answer it
+            self._reports.status(StatusUpdate(held.goal_id, GoalStatus.ABORTED, "daemon stopping"))
         write_message(self._writer, Shutdown())
         try:
             async with asyncio.timeout(timeout_s):

@@ -158,6 +158,18 @@ async def test_shutdown_brings_the_arm_to_rest_and_the_process_exits_0(control: 
     assert await remote.close() == 0
 
 
+async def test_shutdown_during_a_burst_still_answers_every_request(control: Control) -> None:
+    remote, reports = control.loop, control.reports
+    ids = [f"late{i}" for i in range(50)]
+    for i, goal_id in enumerate(ids):
+        remote.submit(move(control, goal_id, 0.3 if i % 2 else -0.3, speed=0.5))
+    await remote.shutdown(timeout_s=WAIT_S)
+    await asyncio.wait_for(control.runner, WAIT_S)
+    finals = [s for s in reports.statuses if s.status.is_final]
+    assert sorted(s.goal_id for s in finals) == sorted(ids)  # one each, none lost
+    assert await remote.close() == 0
+
+
 async def test_the_control_process_ignores_sigterm_and_stops_when_the_daemon_goes(
     control: Control,
 ) -> None:

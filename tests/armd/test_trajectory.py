@@ -64,7 +64,8 @@ def test_joint_motion_respects_limits_and_ends_at_rest_on_target(
     np.testing.assert_allclose(p[0], begin.position, atol=1e-9)
     np.testing.assert_allclose(v[0], begin.velocity, atol=1e-9)
     np.testing.assert_allclose(p[-1], target, atol=1e-9)
-    np.testing.assert_allclose(v[-1], 0.0, atol=1e-9)
+    # ruckig ends at rest to ~1e-9 (hypothesis found -1.6e-9 rad/s): nothing a drive could show
+    np.testing.assert_allclose(v[-1], 0.0, atol=1e-8)
     assert within(v, limits.velocity)
     assert within(a, limits.acceleration)
 
