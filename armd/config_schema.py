@@ -205,7 +205,7 @@ class ArmConfig(_Section):
     model: str = Field(description="path to the .urdf or .kinematic.json model")
     tool_link: str | None = Field(None, description="the default TCP link")
     loop_hz: float = Field(250.0, ge=10.0, le=1000.0)
-    realtime_priority: int = Field(50, ge=0, le=99, description="control thread SCHED_FIFO")
+    realtime_priority: int = Field(50, ge=0, le=99, description="control process SCHED_FIFO")
     telemetry_hz: float = _positive(25.0, "must be <= loop_hz")
     joints: dict[str, JointConfig] = Field(description="model joint name: its driver and device")
     fixed_joints: dict[str, float] = {}

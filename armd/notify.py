@@ -26,7 +26,7 @@ class SystemdNotifier:
     """Sends ``READY=1``, ``WATCHDOG=1``, ``STATUS=...`` and ``STOPPING=1`` to systemd.
 
     `environ` defaults to `os.environ`; it is read once, at construction. Call `close` when done
-    (also usable as a context manager). Thread-safe: the control thread sends too.
+    (also usable as a context manager). Thread-safe.
     """
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
