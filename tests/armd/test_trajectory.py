@@ -180,3 +180,15 @@ def test_limiter_passes_feasible_setpoints_unchanged() -> None:
         np.testing.assert_allclose(position, s.position, atol=1e-12)
         np.testing.assert_allclose(velocity, s.velocity, atol=1e-12)
     assert limiter.interventions == 0
+
+
+def test_path_derivative_bounds_at_once_match_the_path_sampled_point_by_point() -> None:
+    rng = np.random.default_rng(3)
+    waypoints = np.cumsum(rng.normal(0.0, 0.02, (40, 3)), axis=0)
+    motion = PathMotion(waypoints, LIMITS)
+    samples = np.linspace(0.0, 1.0, 8 * 39 + 1)
+    d1 = np.max([np.abs(motion._hermite(float(s))[1]) for s in samples], axis=0)
+    d2 = np.max([np.abs(motion._hermite(float(s))[2]) for s in samples], axis=0)
+    bound1, bound2 = motion._derivative_bounds()
+    np.testing.assert_allclose(bound1, d1 * 1.05, rtol=1e-12)
+    np.testing.assert_allclose(bound2, d2 * 1.05, rtol=1e-12)
