@@ -244,7 +244,19 @@ def _effective_limits(
         if limit is not None:
             limits[joint] = limit
             jerk[joint] = config.limits.jerk or DEFAULT_JERK_PER_ACCELERATION * limit.acceleration
+    for joint, value in parts.fixed.items():
+        if value is not None and joint in tree.joint_names:
+            limits[joint] = _fixed_limit(tree.limits[joint], value)
     return limits, jerk
+
+
+def _fixed_limit(model: JointLimit, value: float) -> JointLimit:
+    """A fixed joint's limits: its position only. Planning (IK included) then never moves it, and
+    its velocity and acceleration bounds are finite even where the model gives none (an
+    unbounded one would turn the loop's braking arithmetic into NaN)."""
+    velocity = model.velocity if math.isfinite(model.velocity) else 1.0
+    acceleration = model.acceleration if math.isfinite(model.acceleration) else 1.0
+    return JointLimit(value, value, velocity, acceleration)
 
 
 def _joint_limit(

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import math
 import os
 import signal
 import socket
@@ -57,7 +58,7 @@ from armd.errors import ArmdError
 from armd.hardware import ArmHardware
 from armd.logs import configure_logging
 from armd.loop import ControlLoop, LoopSettings, StopRequest
-from armd.messages import Mode
+from armd.messages import GoalStatus, Mode, StatusUpdate
 from armd.safety import SafetyMonitor, SafetyThresholds
 from armd.timing import PreciseTimer, Schedule
 from armd.trajectory import MotionLimits
@@ -68,6 +69,7 @@ __all__ = ["SHUTDOWN_STOP_TIMEOUT_S", "loop_settings", "main", "motion_limits", 
 log = logging.getLogger("armd.control_process")  # not "__main__" when run with -m
 SHUTDOWN_STOP_TIMEOUT_S = 5.0
 STATS_INTERVAL_S = 60.0
+MISSED_WARNING_INTERVAL_S = 10.0
 RECONNECT_INTERVAL_S = 1.0
 STATE_BACKLOG_BYTES = 256 * 1024  # `LoopState` frames wait while more than this is unsent
 
@@ -134,6 +136,8 @@ class ControlServer:
         )
         self._taken = 0
         self._stopped = False
+        self._missed_reported = 0
+        self._missed_warned_at = -math.inf
 
     def _send(self, message: object) -> None:
         if not self._writer.is_closing():
@@ -173,21 +177,33 @@ class ControlServer:
     async def _commands(self) -> None:
         """Apply the daemon's requests as they arrive, until `Shutdown` or the end of the link."""
         while (message := await self._next_command()) is not None:
-            if isinstance(message, Submit):
-                self.loop.submit(message.request)
-                self._taken = message.seq
-            elif isinstance(message, Estop):
-                log.warning("e-stop engaged over MQTT")
-                self.loop.engage_estop()
-            elif isinstance(message, Reset):
-                log.info("reset requested over MQTT")
-                self.loop.reset()
-            elif isinstance(message, Shutdown):
+            if isinstance(message, Shutdown):
                 return
-            else:
-                log.error("control link: unexpected message %r", message)
+            try:
+                self._apply(message)
+            except Exception as exc:  # only the link closing or `Shutdown` ends this process
+                log.exception("control link: applying %s failed", type(message).__name__)
+                if isinstance(message, Submit) and message.request.goal_id is not None:
+                    reason = f"internal error: {type(exc).__name__}: {exc}"
+                    update = StatusUpdate(message.request.goal_id, GoalStatus.ABORTED, reason)
+                    self._send(Status(update))
+                if isinstance(message, Estop):  # fail safe
+                    self.loop.engage_estop()
         log.warning("control link closed by the daemon: bringing the arm to rest")
         self._writer.close()  # nobody reads the reports any more
+
+    def _apply(self, message: object) -> None:
+        if isinstance(message, Submit):
+            self._taken = message.seq
+            self.loop.submit(message.request)
+        elif isinstance(message, Estop):
+            log.warning("e-stop engaged over MQTT")
+            self.loop.engage_estop()
+        elif isinstance(message, Reset):
+            log.info("reset requested over MQTT")
+            self.loop.reset()
+        else:
+            log.error("control link: unexpected message %r", message)
 
     async def _next_command(self) -> object | None:
         """The next request; None once the link is closed or broken (the daemon is gone)."""
@@ -213,6 +229,8 @@ class ControlServer:
                 self._send(Watchdog())
             if loop.tick_count % every_stats == 0:
                 self.log_timing()
+            if loop.schedule.missed != self._missed_reported:
+                self._warn_missed_ticks()
             if self._writer.transport.get_write_buffer_size() < STATE_BACKLOG_BYTES:
                 self._send(self.state())
 
@@ -233,6 +251,28 @@ class ControlServer:
             commanded=loop.commanded,
             fault=loop.fault,
         )
+
+    def _warn_missed_ticks(self) -> None:
+        """A warning while ticks are being missed: the first at once, then at most one every
+        `MISSED_WARNING_INTERVAL_S`, with the count since the previous one and the worst
+        lateness."""
+        now = time.monotonic()
+        if now - self._missed_warned_at < MISSED_WARNING_INTERVAL_S:
+            return
+        schedule = self.loop.schedule
+        missed = schedule.missed - self._missed_reported
+        log.warning(
+            "missed %d tick(s) of %.1f ms since the last report (%d of %d in all); worst "
+            "lateness %.1f ms: the machine or the drivers are too slow for loop_hz %g",
+            missed,
+            schedule.period_s * 1e3,
+            schedule.missed,
+            schedule.ticks,
+            schedule.take_worst_lateness() * 1e3,
+            self.setup.loop_hz,
+        )
+        self._missed_reported = schedule.missed
+        self._missed_warned_at = now
 
     def log_timing(self) -> None:
         """One INFO line on the loop's timing (every minute and at shutdown)."""

@@ -26,13 +26,15 @@ from dataclasses import dataclass
 
 from armd.config import ArmSetup
 from armd.control_process import SHUTDOWN_STOP_TIMEOUT_S, loop_settings, motion_limits
+from armd.errors import ArmdError
 from armd.goals import GoalPipeline, PlanSettings
 from armd.lock import InstanceLock
 from armd.loop import StopRequest
-from armd.messages import EstopCommand
+from armd.messages import EstopCommand, Mode, Telemetry
 from armd.mqtt import MqttBridge, MqttSettings
 from armd.notify import SystemdNotifier
 from armd.remote_loop import ControlReports, RemoteLoop
+from armd.statuses import StatusLedger
 from kinematics.ik import IKOptions
 
 __all__ = ["Daemon", "run_daemon"]
@@ -87,6 +89,9 @@ class Daemon:
     pipeline: GoalPipeline
     bridge: MqttBridge
     notifier: SystemdNotifier
+    statuses: StatusLedger
+    _mode: Mode = Mode.INACTIVE
+    _missed_ticks: int = 0
 
     @classmethod
     def build(cls, setup: ArmSetup, notifier: SystemdNotifier, log_level: str = "INFO") -> Daemon:
@@ -101,11 +106,12 @@ class Daemon:
             on_estop=lambda command: daemon.estop(command),  # noqa: PLW0108
             on_connection_change=lambda up: daemon.broker_connection(up),  # noqa: PLW0108
         )
+        statuses = StatusLedger(bridge.publish_status)
         reports = ControlReports(
-            status=bridge.publish_status,
+            status=statuses.report,
             fault=bridge.set_fault,
-            telemetry=bridge.publish_telemetry,
-            mode=lambda mode: notifier.status(f"mode: {mode.value}"),
+            telemetry=lambda telemetry: daemon.telemetry(telemetry),  # noqa: PLW0108
+            mode=lambda mode: daemon.show_status(mode=mode),
             ready=lambda drivers: daemon.ready(drivers),  # noqa: PLW0108
             watchdog=notifier.watchdog,
             notice=notifier.status,
@@ -118,14 +124,29 @@ class Daemon:
             loop,
             motion_limits(setup),
             plan_settings(setup),
-            bridge.publish_status,
+            statuses,
         )
-        daemon = cls(setup, loop, pipeline, bridge, notifier)
+        daemon = cls(setup, loop, pipeline, bridge, notifier, statuses)
         return daemon
 
     def ready(self, drivers: int) -> None:
-        self.notifier.ready(f"mode: {self.loop.mode.value}")
+        self.notifier.ready(self._status_line())
         log.info("ready: arm %r, %d driver(s)", self.setup.name, drivers)
+
+    def telemetry(self, telemetry: Telemetry) -> None:
+        self.bridge.publish_telemetry(telemetry)
+        if telemetry.missed_ticks != self._missed_ticks:
+            self.show_status(missed_ticks=telemetry.missed_ticks)
+
+    def show_status(self, *, mode: Mode | None = None, missed_ticks: int | None = None) -> None:
+        """systemd's STATUS=: ``mode: <mode>``, and the missed ticks once there are some."""
+        self._mode = mode if mode is not None else self._mode
+        self._missed_ticks = missed_ticks if missed_ticks is not None else self._missed_ticks
+        self.notifier.status(self._status_line())
+
+    def _status_line(self) -> str:
+        line = f"mode: {self._mode.value}"
+        return f"{line}, missed ticks: {self._missed_ticks}" if self._missed_ticks else line
 
     def estop(self, command: EstopCommand) -> None:
         if command.engage:
@@ -139,7 +160,7 @@ class Daemon:
             return
         if self.setup.broker_loss == "stop":
             self.pipeline.accepting = False
-            if self.loop.busy:  # moving, or an accepted motion about to start
+            if self.loop.busy and self.loop.running:  # moving, or an accepted motion about to start
                 log.warning("broker connection lost: stopping the current motion")
                 self.loop.submit(StopRequest(None, "broker connection lost"))
         else:
@@ -149,15 +170,28 @@ class Daemon:
         """Run until `stop` is set, then shut down cleanly. The control process must be started
         (`self.loop.start()`)."""
         async with asyncio.TaskGroup() as tasks:
-            tasks.create_task(self.loop.run(), name="control link")
+            tasks.create_task(self._run_link(), name="control link")
             tasks.create_task(self.bridge.run(), name="mqtt bridge")
             pipeline = tasks.create_task(self.pipeline.run(), name="goal pipeline")
             await stop.wait()
             self.notifier.stopping("stopping: bringing the arm to rest")
             log.info("stopping: bringing the arm to rest")
             pipeline.cancel()
+            self.pipeline.close("daemon stopping")
             await self.loop.shutdown(SHUTDOWN_STOP_TIMEOUT_S + CLOSE_MARGIN_S)
+            self.statuses.abort_all("daemon stopping")
             self.bridge.request_stop()
+
+    async def _run_link(self) -> None:
+        """The control process's reports; when it dies, every goal in progress is aborted (the
+        bridge sends those statuses before ``offline``) and the daemon ends with the error."""
+        try:
+            await self.loop.run()
+        except ArmdError as exc:
+            log.error("%s: aborting the goals in progress", exc)
+            self.pipeline.close(str(exc))
+            self.statuses.abort_all(str(exc))
+            raise
 
 
 async def run_daemon(

@@ -5,11 +5,13 @@ limit and reachability checks, the "no branch jump" rule, linear paths) runs in 
 the compiled kernels release the GIL. A joints goal needs only a limit check and is planned
 inline. A keypoints goal is mapped (`kinematics.mapping`) from the measured state, in the worker
 thread too, and refused when a segment stays more than `KEYPOINTS_TOLERANCE` off its target
-direction. The newest goal wins: a goal superseded before it was planned ends as ``preempted``;
-every goal gets a final status.
+direction. The newest goal wins: a goal superseded before it was planned ends as ``preempted``.
 
-Statuses: ``rejected`` (with the reason) when planning fails, else ``accepted`` and the request goes
-to the loop, which reports ``succeeded`` / ``aborted`` / ``preempted``.
+Statuses go through the `StatusLedger`, which keeps the contract (``accepted`` or ``rejected``
+first, then one final status): ``rejected`` (with the reason) when planning fails, else
+``accepted`` and the request goes to the loop, which reports ``succeeded`` / ``aborted`` /
+``preempted``. Each goal is isolated: any exception while planning it rejects that goal only
+(``internal error: ...``, the traceback logged) and the pipeline carries on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -35,7 +36,10 @@ from armd.messages import (
     StatusUpdate,
     StopGoal,
 )
+from armd.payloads import MIN_SPEED
+from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState
+from armd.statuses import StatusLedger
 from armd.trajectory import MotionLimits, Setpoint
 from kinematics import KinematicsError, KinematicTree, Pose
 from kinematics.ik import IKOptions
@@ -47,6 +51,7 @@ __all__ = ["GoalPipeline", "PlanSettings", "Rejected"]
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
+MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm step
 # rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
 # skeleton's shape rarely fits our joint axes exactly (our elbow bends in one plane); beyond
 # this the arm's shape would visibly differ from the target's, and the goal is refused.
@@ -98,39 +103,58 @@ class GoalPipeline:
         loop: LoopHandle,
         limits: MotionLimits,
         settings: PlanSettings,
-        publish_status: Callable[[StatusUpdate], None],
+        statuses: StatusLedger,
     ) -> None:
         self.tree = tree
         self.tool_link = tool_link
         self.loop = loop
         self.limits = limits
         self.settings = settings
-        self._publish_status = publish_status
-        self._pending: Goal | None = None
+        self.statuses = statuses
+        self._pending: PoseGoal | JointsGoal | KeypointsGoal | None = None
         self._wakeup = asyncio.Event()
         self._sequence = 0
         self.accepting = True  # False while the broker is away and `broker_loss: stop`
+        self._closed: str | None = None  # why goals are refused for good (the daemon stops)
+        self._errors = RateLimiter(burst=3, interval_s=60.0)
 
     def submit(self, goal: Goal) -> None:
         """Take a goal (synchronously, from the MQTT task). Stops act at once."""
+        if self.statuses.receive(goal.goal_id) is not None:
+            return  # its id is in use: rejected
+        if self._closed is not None:
+            self._status(goal.goal_id, GoalStatus.REJECTED, self._closed)
+            return
         self._sequence += 1
         superseded, self._pending = self._pending, None
-        if superseded is not None and not isinstance(superseded, StopGoal):
-            self._status(superseded.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
+        if superseded is not None:
+            reason = f"superseded by {goal.goal_id or 'a stop'} before it was planned"
+            self._status(superseded.goal_id, GoalStatus.PREEMPTED, reason)
         if isinstance(goal, StopGoal):
             self.loop.submit(StopRequest(goal.goal_id))
             return
         self._pending = goal
         self._wakeup.set()
 
+    def close(self, reason: str) -> None:
+        """Refuse every goal from now on with `reason`; a goal waiting to be planned is aborted."""
+        self._closed = reason
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._status(pending.goal_id, GoalStatus.ABORTED, reason)
+
     async def run(self) -> None:
         """Plan pending goals until cancelled."""
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            goal, self._pending = self._pending, None
-            if goal is not None and not isinstance(goal, StopGoal):
-                await self._handle(goal)
+            await self.plan_pending()
+
+    async def plan_pending(self) -> None:
+        """Plan the goal waiting to be planned, if any, and hand it to the loop."""
+        goal, self._pending = self._pending, None
+        if goal is not None:
+            await self._handle(goal)
 
     async def _handle(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> None:
         sequence = self._sequence
@@ -143,6 +167,15 @@ class GoalPipeline:
                 request = await asyncio.to_thread(self.plan, goal)  # IK may use its time budget
         except Rejected as exc:
             self._status(goal.goal_id, GoalStatus.REJECTED, str(exc))
+            return
+        except Exception as exc:  # a bug must cost this goal only, never the pipeline
+            if self._errors.allow(type(exc).__name__) is not None:
+                log.exception("goal %s: planning failed", goal.goal_id)
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            self._status(goal.goal_id, GoalStatus.REJECTED, reason)
+            return
+        if self._closed is not None:
+            self._status(goal.goal_id, GoalStatus.REJECTED, self._closed)
             return
         if sequence != self._sequence:  # a newer goal (or a stop) arrived while planning
             self._status(goal.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
@@ -174,6 +207,8 @@ class GoalPipeline:
             raise Rejected(f"arm is {self.loop.mode.value}: reset first")
         if self.loop.commanded is None or self.loop.measured is None:
             raise Rejected(f"arm is {self.loop.mode.value}: not ready for goals")
+        if not MIN_SPEED <= goal.speed <= 1.0:  # `armd.payloads` checks it; goals built in code too
+            raise Rejected(f"speed: {goal.speed!r} must be in [{MIN_SPEED:g}, 1]")
         if isinstance(goal, JointsGoal):
             return self._plan_joints(goal)
         if isinstance(goal, KeypointsGoal):
@@ -258,12 +293,20 @@ class GoalPipeline:
         start_q = self.loop.commanded.position
         start = self.tree.fk(start_q, link)
         goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
+        end = self.tree.ik(goal_pose, start_q, link, _without_box(self.settings.ik))
+        if not end.success:  # checked first: a far target must not cost thousands of IK samples
+            raise Rejected(f"target unreachable within the joint limits: IK {end.message}")
         distance, angle = start.distance_to(goal_pose)
         steps = max(
             1,
             math.ceil(distance / self.settings.linear_step),
             math.ceil(angle / self.settings.angular_step),
         )
+        if steps > MAX_PATH_SAMPLES:
+            raise Rejected(
+                f"linear path of {distance:.3f} m needs {steps} samples (at most "
+                f"{MAX_PATH_SAMPLES}; motion.linear_step is {self.settings.linear_step:g} m)"
+            )
         waypoints = [start_q]
         step_options = _continuity_options(self.settings.ik)
         for i in range(1, steps + 1):
@@ -293,7 +336,7 @@ class GoalPipeline:
     def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
         if status is GoalStatus.REJECTED:
             log.info("goal %s rejected: %s", goal_id, reason)
-        self._publish_status(StatusUpdate(goal_id, status, reason))
+        self.statuses.report(StatusUpdate(goal_id, status, reason))
 
 
 def _without_box(options: IKOptions) -> IKOptions:

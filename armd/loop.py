@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from armd.hardware import ArmHardware
 from armd.limiter import SetpointLimiter
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate, Telemetry
+from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState, SafetyMonitor, Verdict
 from armd.timing import Schedule
 from armd.trajectory import (
@@ -41,10 +42,19 @@ from armd.trajectory import (
 from drivers import DriverError
 from kinematics import KinematicTree, Pose
 
-__all__ = ["ControlLoop", "LoopSettings", "MoveRequest", "StopRequest"]
+__all__ = [
+    "MAX_MOTION_DURATION_S",
+    "ControlLoop",
+    "LoopSettings",
+    "MoveRequest",
+    "StopRequest",
+    "check_request",
+]
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
+MAX_MOTION_DURATION_S = 3600.0
+_LIMIT_SLACK = 1e-9  # relative: limits scaled on the daemon's side may round up by an ulp
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +79,40 @@ class StopRequest:
     goal_id: str | None = None
     reason: str = "stop requested"
     outcome: GoalStatus = GoalStatus.ABORTED
+
+
+def check_request(request: MoveRequest, lower: Array, upper: Array, limits: MotionLimits) -> None:
+    """Raise `PlanningError` unless `request` is one this loop can follow: finite targets or
+    paths of the right shape within the position bounds, motion limits positive and within the
+    loop's `limits`, a positive path rate. The loop checks every request it receives, whoever
+    planned it."""
+    n = lower.shape[0]
+    for name, value in (
+        ("velocity", request.limits.velocity),
+        ("acceleration", request.limits.acceleration),
+        ("jerk", request.limits.jerk),
+    ):
+        bound = getattr(limits, name)
+        if (
+            value.shape != (n,)
+            or not np.all(value > 0.0)
+            or not np.all(value <= bound * (1.0 + _LIMIT_SLACK))
+        ):
+            raise PlanningError(f"{name} limits {value.tolist()} must be in (0, {bound.tolist()}]")
+    points = request.target[None, :] if request.target is not None else request.path
+    what = "target" if request.target is not None else "path"
+    if points is None or points.ndim != 2 or points.shape[1] != n or points.shape[0] < 1:
+        raise PlanningError(f"a move needs a target or a path of {n} joint positions")
+    if not np.all(np.isfinite(points)):
+        raise PlanningError(f"{what}: positions must be finite numbers")
+    outside = (points < lower - _LIMIT_SLACK) | (points > upper + _LIMIT_SLACK)
+    if np.any(outside):
+        joint = int(np.nonzero(outside.any(axis=0))[0][0])
+        raise PlanningError(
+            f"{what}: joint {joint} position outside [{lower[joint]:g}, {upper[joint]:g}]"
+        )
+    if request.target is None and not request.path_rate_limit > 0.0:
+        raise PlanningError(f"path rate limit {request.path_rate_limit} must be > 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +182,7 @@ class ControlLoop:
         self._reset_request = False
         self._hold_reason: str | None = None
         self._disable_pending = False
+        self._errors = RateLimiter(burst=3, interval_s=60.0)
 
     # -- requests from the other tasks (applied at the next tick boundary) ------------------------
 
@@ -173,9 +218,31 @@ class ControlLoop:
         daemon feeds the systemd watchdog from there, so only a ticking loop feeds it)."""
         while not until():
             await self.schedule.wait()
-            await self.tick()
+            try:
+                await self.tick()
+            except Exception as exc:  # the task boundary: a bug becomes a latched fault
+                self._tick_failed(exc)
             self.schedule.advance()
             after_tick()
+
+    def _tick_failed(self, exc: Exception) -> None:
+        """A tick raised (a bug, never the input: requests are checked): latch a fault, which
+        stops the arm, or hold the last command if even that fails."""
+        if self._errors.allow(type(exc).__name__) is not None:
+            log.exception("control tick %d failed", self.tick_count)
+        if self.fault is not None:
+            return
+        try:
+            self._latch(
+                Fault("internal_error", f"control tick failed: {type(exc).__name__}: {exc}")
+            )
+        except Exception:
+            log.exception("latching the internal error failed: holding the last command")
+            self._active = None
+            if self.commanded is not None and np.all(np.isfinite(self.commanded.position)):
+                self.commanded = Setpoint.at_rest(self.commanded.position)
+            else:
+                self._disable_pending = True
 
     async def tick(self) -> None:
         now = self.schedule.clock()
@@ -362,6 +429,11 @@ class ControlLoop:
         except PlanningError as exc:
             self._status(request.goal_id, GoalStatus.ABORTED, str(exc))
             return
+        except Exception as exc:  # a request this loop cannot follow ends its goal, nothing more
+            log.exception("goal %s: planning its motion failed", request.goal_id)
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+            self._status(request.goal_id, GoalStatus.ABORTED, reason)
+            return
         previous = self._active
         if previous is not None and previous.goal_id is not None:  # a stop under way too
             self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {request.goal_id}")
@@ -369,13 +441,22 @@ class ControlLoop:
         self._set_mode(Mode.MOVING)
 
     def _plan(self, request: MoveRequest, start: Setpoint) -> Motion:
+        check_request(request, self.limiter.lower, self.limiter.upper, self.limits)
+        motion: Motion
         if request.target is not None:
-            return JointMotion(start, request.target, request.limits)
-        assert request.path is not None
-        moving = np.any(np.abs(start.velocity) > 1e-9)
-        if moving or np.max(np.abs(request.path[0] - start.position)) > 1e-6:
-            raise PlanningError("the arm moved since the path was planned; send the goal again")
-        return PathMotion(request.path, request.limits, request.path_rate_limit)
+            motion = JointMotion(start, request.target, request.limits)
+        else:
+            assert request.path is not None
+            moving = np.any(np.abs(start.velocity) > 1e-9)
+            if moving or np.max(np.abs(request.path[0] - start.position)) > 1e-6:
+                raise PlanningError("the arm moved since the path was planned; send the goal again")
+            motion = PathMotion(request.path, request.limits, request.path_rate_limit)
+        if not motion.duration <= MAX_MOTION_DURATION_S:  # NaN too
+            raise PlanningError(
+                f"the motion would take {motion.duration:.6g} s (at most "
+                f"{MAX_MOTION_DURATION_S:g} s); move in steps or faster"
+            )
+        return motion
 
     def _motion_time(self, active: _Active) -> float:
         """Time into the motion of this tick's setpoint: a motion planned at tick k starts from
@@ -478,4 +559,5 @@ class ControlLoop:
                 float(pose.translation[2]),
             ),
             tcp_orientation=tuple(float(v) for v in pose.quaternion),  # type: ignore[arg-type]
+            missed_ticks=self.schedule.missed,
         )

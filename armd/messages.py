@@ -92,11 +92,13 @@ class Telemetry:
     tcp_link: str
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]
+    missed_ticks: int = 0  # since start: ticks the loop could not run on time
 
     def to_json(self) -> dict[str, Any]:
         return {
             "t": self.t,
             "mode": self.mode.value,
+            "missed_ticks": self.missed_ticks,
             "joints": {
                 name: {"position": p, "velocity": v} for name, (p, v) in self.joints.items()
             },
@@ -153,9 +155,13 @@ Goal = PoseGoal | JointsGoal | KeypointsGoal | StopGoal
 
 @dataclass(frozen=True, slots=True)
 class EstopCommand:
-    """``{"engage": true}`` latches a stop; ``{"reset": true}`` clears it (and latched faults)."""
+    """``{"engage": true}`` latches a stop; ``{"reset": true}`` clears it (and latched faults).
+
+    The e-stop fails safe: a payload that is not a well-formed reset engages it, and `problem`
+    says what was wrong with it (None for a well-formed command)."""
 
     engage: bool
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

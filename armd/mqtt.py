@@ -168,6 +168,7 @@ class MqttBridge:
         self._status_seq = itertools.count()
         self._statuses_ready = asyncio.Event()
         self.dropped_statuses = 0  # dropped because the queue was full
+        self._handed_over = -1  # the last status sequence number passed to paho's publish
         self._telemetry: Telemetry | None = None
         self._telemetry_ready = asyncio.Event()
         self._fault: Fault | None = None
@@ -308,6 +309,7 @@ class MqttBridge:
         if self._stop.is_set():  # requested while connecting
             await self._goodbye(client)
             return
+        self._handed_over = -1  # those handed to an earlier connection are sent again
         await client.publish(self.topics.availability, ONLINE, qos=1, retain=True)
         await self._publish_fault(client, force=True)
         await self._subscribe(client)
@@ -353,6 +355,13 @@ class MqttBridge:
         deadline = asyncio.get_running_loop().time() + self.settings.shutdown_timeout_s
         try:
             async with asyncio.timeout_at(deadline):
+                # No goal may arrive once its status can no longer be sent: the ones the broker
+                # delivers until the UNSUBACK are answered (refused: the daemon is stopping).
+                await client.unsubscribe(self.topics.goal)
+                # Statuses the cancelled pump already handed to paho are written before the
+                # DISCONNECT that ends this goodbye: sending them again would duplicate them.
+                while self._statuses and self._statuses[0][0] <= self._handed_over:
+                    self._statuses.popleft()
                 while self._statuses:
                     await self._publish_status_batch(client)
                 await self._publish_fault(client, force=False)
@@ -384,15 +393,18 @@ class MqttBridge:
             payload = message.payload
             data = bytes(payload) if isinstance(payload, bytes | bytearray) else b""
             topic = message.topic.value
-            if message.retain:
+            if topic == self.topics.estop:
+                self._deliver_estop(data, retained=message.retain)
+            elif message.retain:
                 self._reject_retained(topic, data)
             elif topic == self.topics.goal:
                 self._deliver_goal(data)
-            elif topic == self.topics.estop:
-                self._deliver_estop(data)
-        except Exception:
+        except Exception as exc:
             if self._limits.allow("inbound") is not None:
                 _log.exception("MQTT: failed to handle a message on %s", message.topic)
+            if message.topic.value == self.topics.estop:  # fail safe, whatever went wrong
+                problem = f"internal error: {type(exc).__name__}: {exc}"
+                self._call(self._on_estop, EstopCommand(engage=True, problem=problem))
 
     def _parse_goal(self, data: bytes) -> Goal | Rejection:
         return parse_goal(
@@ -409,16 +421,25 @@ class MqttBridge:
         else:
             self._call(self._on_goal, goal)
 
-    def _deliver_estop(self, data: bytes) -> None:
+    def _deliver_estop(self, data: bytes, *, retained: bool = False) -> None:
+        """Fail safe: anything but a well-formed reset engages the e-stop; a malformed payload is
+        also answered with ``rejected`` saying what was wrong and that the e-stop is engaged."""
         command = parse_estop(data)
-        if isinstance(command, Rejection):
-            self._reject(self.topics.estop, Rejection(command.goal_id, f"estop: {command.reason}"))
-        else:
-            self._call(self._on_estop, command)
+        if retained and not command.engage:  # a reset must be sent, not replayed
+            reason = "retain: a retained reset is not accepted; publish it without retain"
+            self._reject(self.topics.estop, Rejection(None, f"estop: {reason}"))
+            return
+        problem = command.problem
+        if retained and problem is None:
+            problem = "retained message (clear it: publish an empty retained payload)"
+        if problem is not None:
+            reason = f"estop: {problem}; the e-stop is engaged (fail-safe)"
+            self._reject(self.topics.estop, Rejection(None, reason))
+        self._call(self._on_estop, command)
 
     def _reject_retained(self, topic: str, data: bytes) -> None:
-        """A retained command would be replayed on every reconnect: refuse it, with its id."""
-        parsed = self._parse_goal(data) if topic == self.topics.goal else None
+        """A retained goal would be replayed on every reconnect: refuse it, with its id."""
+        parsed = self._parse_goal(data)
         goal_id = parsed.goal_id if parsed is not None else None
         reason = f"retain: retained messages are not accepted on {topic}; publish without retain"
         self._reject(topic, Rejection(goal_id, reason))
@@ -448,10 +469,7 @@ class MqttBridge:
         writes them in call order) and drop the acknowledged prefix; raise the first failure."""
         batch = list(itertools.islice(self._statuses, _STATUS_BATCH))
         results = await asyncio.gather(
-            *(
-                client.publish(self.topics.goal_status, _json(update.to_json()), qos=1)
-                for _, update in batch
-            ),
+            *(self._publish_status(client, seq, update) for seq, update in batch),
             return_exceptions=True,
         )
         acked = -1
@@ -461,6 +479,11 @@ class MqttBridge:
             acked = seq
         while self._statuses and self._statuses[0][0] <= acked:
             self._statuses.popleft()
+
+    async def _publish_status(self, client: aiomqtt.Client, seq: int, update: StatusUpdate) -> None:
+        # aiomqtt hands the message to paho before its first await: in the same step as this.
+        self._handed_over = max(self._handed_over, seq)
+        await client.publish(self.topics.goal_status, _json(update.to_json()), qos=1)
 
     async def _pump_telemetry(self, client: aiomqtt.Client) -> None:
         while True:

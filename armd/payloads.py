@@ -14,7 +14,10 @@ Rules, stricter than plain JSON decoding so that mistakes are not silently ignor
 - ``id`` is a non-empty string of at most `MAX_ID_LENGTH` characters; it is read back for the
   rejection whenever the payload is a JSON object carrying such a string, whatever else is wrong;
 - orientations are normalised; a quaternion of (near-)zero norm is refused;
-- ``speed`` is in (0, 1];
+- ``speed`` is in [`MIN_SPEED`, 1] (slower moves than 1 % of full speed would take hours, and
+  the jerk limit, scaled by speed³, would fall below what the trajectory generator can plan with);
+- every Cartesian coordinate is within ± `MAX_CARTESIAN_M` and every joint position within
+  ± `MAX_JOINT_POSITION` (rad or m), so that no planning arithmetic can overflow;
 - joint and link names must exist in the model;
 - a keypoints goal names at least 2 links; its points are taken in the model's link order (root
   first), and consecutive ones must be at least `MIN_SEGMENT_LENGTH` apart (a direction).
@@ -45,14 +48,20 @@ from kinematics.mapping import MIN_SEGMENT_LENGTH
 
 __all__ = [
     "GOAL_TYPES",
+    "MAX_CARTESIAN_M",
     "MAX_ID_LENGTH",
+    "MAX_JOINT_POSITION",
     "MAX_PAYLOAD_BYTES",
+    "MIN_SPEED",
     "parse_estop",
     "parse_goal",
 ]
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 MAX_ID_LENGTH = 128
+MIN_SPEED = 0.01
+MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
+MAX_JOINT_POSITION = 1000.0  # rad or m
 GOAL_TYPES = ("pose", "joints", "keypoints", "stop")
 _MIN_QUATERNION_NORM = 1e-6
 _MAX_REASONS = 5  # a payload with many mistakes gets the first few, not an essay
@@ -62,7 +71,13 @@ _MAX_SHOWN_NAMES = 20
 _ID_RULE = f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
 
 Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-Speed = Annotated[float, Strict(), Field(gt=0.0, le=1.0, allow_inf_nan=False)]
+Coordinate = Annotated[
+    float, Strict(), Field(ge=-MAX_CARTESIAN_M, le=MAX_CARTESIAN_M, allow_inf_nan=False)
+]
+JointValue = Annotated[
+    float, Strict(), Field(ge=-MAX_JOINT_POSITION, le=MAX_JOINT_POSITION, allow_inf_nan=False)
+]
+Speed = Annotated[float, Strict(), Field(ge=MIN_SPEED, le=1.0, allow_inf_nan=False)]
 GoalId = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_ID_LENGTH)]
 Name = Annotated[str, Strict()]
 
@@ -75,7 +90,7 @@ class _Payload(BaseModel):
 class _PoseModel(_Payload):
     id: GoalId
     type: Literal["pose"]
-    position: tuple[Finite, Finite, Finite]
+    position: tuple[Coordinate, Coordinate, Coordinate]
     orientation: tuple[Finite, Finite, Finite, Finite] | None = None
     link: Name | None = None
     motion: Literal["joint", "linear"] = "joint"
@@ -85,14 +100,14 @@ class _PoseModel(_Payload):
 class _JointsModel(_Payload):
     id: GoalId
     type: Literal["joints"]
-    positions: dict[Name, Finite]
+    positions: dict[Name, JointValue]
     speed: Speed = 1.0
 
 
 class _KeypointsModel(_Payload):
     id: GoalId
     type: Literal["keypoints"]
-    points: dict[Name, tuple[Finite, Finite, Finite]]
+    points: dict[Name, tuple[Coordinate, Coordinate, Coordinate]]
     speed: Speed = 1.0
 
 
@@ -150,17 +165,20 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
     return model if isinstance(model, Rejection) else StopGoal(goal_id=model.id)
 
 
-def parse_estop(payload: bytes) -> EstopCommand | Rejection:
-    """Parse an ``estop`` payload: exactly ``{"engage": true}`` or ``{"reset": true}``."""
+def parse_estop(payload: bytes) -> EstopCommand:
+    """Parse an ``estop`` payload, failing safe: exactly ``{"reset": true}`` is a reset; anything
+    else engages the e-stop, ``{"engage": true}`` silently, any other payload (not JSON, empty,
+    ``STOP``, ``{"engage": "yes"}``, ...) with `EstopCommand.problem` saying what was wrong."""
     document = _decode(payload)
     if isinstance(document, Rejection):
-        return document
-    goal_id = _recover_id(document)
-    model = _validate(_EstopModel, document, goal_id)
+        return EstopCommand(engage=True, problem=document.reason)
+    model = _validate(_EstopModel, document, None)
     if isinstance(model, Rejection):
-        return model
+        return EstopCommand(engage=True, problem=model.reason)
     problem = _estop_problem(model.engage, model.reset)
-    return Rejection(goal_id, problem) if problem else EstopCommand(engage=model.engage is True)
+    if problem is not None:
+        return EstopCommand(engage=True, problem=problem)
+    return EstopCommand(engage=model.engage is True)
 
 
 def _estop_problem(engage: bool | None, reset: bool | None) -> str | None:
@@ -347,6 +365,8 @@ def _reason(error: ErrorDetails, fields: Collection[str]) -> str:
         return f"{_path(loc)}: unknown field{hint}"
     if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
         kind = "finite_number"  # an integer too large for a float
+    if kind in _BOUND_ERRORS and head in _BOUNDS:
+        return f"{_path(loc)}: {_show(value)} {_BOUNDS[head]}"
     template = _TEMPLATES.get(kind, "{field}: {message}")
     return template.format(
         field=_path(loc),
@@ -363,10 +383,15 @@ _TEMPLATES = {
     "string_type": "{field}: {value} is not a string",
     "bool_type": "{field}: {value} is not true or false",
     "literal_error": "{field}: {value} must be {expected}",
-    # speed is the only bounded field
-    "greater_than": "{field}: {value} must be in (0, 1]",
-    "less_than_equal": "{field}: {value} must be in (0, 1]",
 }
+# The bounded fields: speed, and Cartesian (`position`, `points`) or joint positions.
+_BOUNDS = {
+    "speed": f"must be in [{MIN_SPEED:g}, 1]",
+    "position": f"must be within ±{MAX_CARTESIAN_M:g} m",
+    "points": f"must be within ±{MAX_CARTESIAN_M:g} m",
+    "positions": f"must be within ±{MAX_JOINT_POSITION:g} (rad or m)",
+}
+_BOUND_ERRORS = {"greater_than_equal", "less_than_equal"}
 
 
 def _path(loc: tuple[int | str, ...]) -> str:

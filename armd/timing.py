@@ -165,6 +165,7 @@ class Schedule:
         self._sleep_until = sleep_until or (lambda deadline: _sleep_until(clock, deadline))
         self._lateness: deque[float] = deque(maxlen=window)
         self._max_lateness = 0.0
+        self._worst_recent = 0.0
         self.ticks = 0
         self.missed = 0
         self._next: float | None = None
@@ -178,6 +179,7 @@ class Schedule:
         lateness = max(0.0, self.clock() - deadline)
         self._lateness.append(lateness)
         self._max_lateness = max(self._max_lateness, lateness)
+        self._worst_recent = max(self._worst_recent, lateness)
         self.ticks += 1
         return deadline
 
@@ -190,6 +192,14 @@ class Schedule:
             skipped = math.floor(behind / self.period_s) + 1
             self.missed += skipped
             self._next += skipped * self.period_s
+            # how late the tick ended, measured from the deadline of the slot it overran
+            self._worst_recent = max(self._worst_recent, behind + self.period_s)
+
+    def take_worst_lateness(self) -> float:
+        """The worst lateness (s) since the previous call: a tick's start after its deadline,
+        or its end after the next one (an overrun)."""
+        worst, self._worst_recent = self._worst_recent, 0.0
+        return worst
 
     def stats(self) -> TimingStats:
         values = np.array(self._lateness) if self._lateness else np.zeros(1)

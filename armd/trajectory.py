@@ -127,13 +127,21 @@ def _ruckig_input(start: Setpoint, limits: MotionLimits) -> InputParameter:
 
 
 def _calculate(inp: InputParameter, what: str) -> Trajectory:
+    """ruckig's trajectory for `inp`, or `PlanningError`. ruckig reports failures as result codes,
+    as exceptions (`RuckigError`, which derives from no standard error) or as codes its own enum
+    lacks (e.g. -101): every one of them becomes a `PlanningError` naming `what`."""
     trajectory = Trajectory(inp.degrees_of_freedom)
     try:
         result = Ruckig(inp.degrees_of_freedom).calculate(inp, trajectory)
-    except (ValueError, RuntimeError) as exc:  # ruckig reports some failures as exceptions
-        raise PlanningError(f"{what}: no trajectory ({exc})") from exc
-    if result not in (Result.Working, Result.Finished):
-        raise PlanningError(f"{what}: no trajectory ({result.name})")
+        finished = result in (Result.Working, Result.Finished)
+        name = getattr(result, "name", str(result))
+    except Exception as exc:
+        detail = " ".join(str(exc).split())  # ruckig's messages start with a line break
+        raise PlanningError(f"{what}: no trajectory ({detail})") from exc
+    if not finished:
+        raise PlanningError(f"{what}: no trajectory ({name})")
+    if not np.isfinite(trajectory.duration):
+        raise PlanningError(f"{what}: no trajectory (duration {trajectory.duration})")
     return trajectory
 
 

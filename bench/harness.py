@@ -48,6 +48,28 @@ def machine() -> str:
     )
 
 
+@dataclass(frozen=True)
+class CpuTimes:
+    """The host's aggregate CPU time counters from /proc/stat (USER_HZ ticks)."""
+
+    total: int
+    steal: int
+
+    @classmethod
+    def now(cls) -> CpuTimes:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(v) for v in stat.readline().split()[1:]]
+        # user nice system idle iowait irq softirq steal [guest guest_nice: already in user]
+        return cls(total=sum(fields[:8]), steal=fields[7] if len(fields) > 7 else 0)
+
+
+def steal_pct(before: CpuTimes, after: CpuTimes) -> float:
+    """The share of CPU time the hypervisor gave to other guests between two readings (%):
+    ticks a virtual machine misses for that reason are the machine's, not armd's."""
+    total = after.total - before.total
+    return 100.0 * (after.steal - before.steal) / total if total > 0 else 0.0
+
+
 def steadiness_ms() -> tuple[float, float]:
     """How steady the CPU is now (shared VMs lose it to their neighbours): the median and p99
     time of the same computation, repeated with pauses like a control loop's."""

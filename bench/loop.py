@@ -42,12 +42,14 @@ sys.path.append(str(_HERE))
 from harness import (  # noqa: E402
     HOME,
     HOST,
+    CpuTimes,
     LoopTiming,
     cpu_seconds,
     daemon_process,
     loop_timing,
     machine,
     mosquitto,
+    steal_pct,
     write_config,
 )
 
@@ -121,6 +123,7 @@ class TimingRow:
     cpu_pct: float  # of one core
     load: float  # 1-min load average at the end of the run
     goals: str
+    steal_pct: float  # the host's CPU steal time during the run
 
 
 def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> TimingRow:
@@ -128,11 +131,12 @@ def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> Tim
     config = write_config(workdir, rate_hz, port)
     log_path = workdir / f"daemon-{rate_hz}.log"
     with daemon_process(config, log_path) as daemon:
-        cpu0, wall0 = cpu_seconds(daemon.pid), time.monotonic()
+        cpu0, wall0, host0 = cpu_seconds(daemon.pid), time.monotonic(), CpuTimes.now()
         counts = asyncio.run(send_random_goals(load_config(config), duration_s))
         cpu = (cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
+        steal = steal_pct(host0, CpuTimes.now())
     goals = ", ".join(f"{n} {s}" for s, n in counts.items())
-    return TimingRow(rate_hz, loop_timing(log_path), cpu, os.getloadavg()[0], goals)
+    return TimingRow(rate_hz, loop_timing(log_path), cpu, os.getloadavg()[0], goals, steal)
 
 
 FIRST_COMMAND = re.compile(r"goal (\S+): first command at monotonic (\d+\.\d+)")
@@ -185,11 +189,12 @@ def print_timing(rows: list[TimingRow], duration_s: float) -> None:
     print(f"\n1. loop timing on the sim driver, {duration_s:g} s per rate (daemon subprocess,")
     print("   a random joints goal every ~2 s; CPU % of one core; load = 1-min load average)")
     print(f"{'rate Hz':>8} {'ticks':>7} {'missed':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7} {'CPU %':>6} {'load':>5}  goals")  # fmt: skip
+          f"{'max ms':>7} {'CPU %':>6} {'load':>5} {'steal %':>7}  goals")  # fmt: skip
     for r in rows:
         t = r.timing
         print(f"{r.rate_hz:>8} {t.ticks:>7} {t.missed:>6} {t.p50_ms:>7.3f} {t.p99_ms:>7.3f} "
-              f"{t.max_ms:>7.3f} {r.cpu_pct:>6.1f} {r.load:>5.2f}  {r.goals}")  # fmt: skip
+              f"{t.max_ms:>7.3f} {r.cpu_pct:>6.1f} {r.load:>5.2f} {r.steal_pct:>7.2f}  "
+              f"{r.goals}")  # fmt: skip
     print("   target: 500 Hz with p99 period error <= 1 ms and no missed tick")
 
 

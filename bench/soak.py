@@ -6,9 +6,13 @@
 Mosquitto, while a seeded client sends a random mix for --duration seconds: reachable joints and
 pose goals (FK of random configurations near home; some linear), unreachable and out-of-limit
 goals, bursts (newest wins), stops, e-stop engage + reset pairs and malformed payloads. It prints
-goals by kind and final status (each goal must get exactly one), the loop's timing, telemetry
-outside the joint limits, faults, the daemon's memory and CPU, and a one-line verdict. Reports
-only: nothing about speed is asserted.
+goals by kind and final status (each goal must get exactly one), goals whose statuses break the
+contract (a bare final status without `accepted`/`rejected` first must never happen), the loop's
+timing, processes restarted, telemetry outside the joint limits, faults, the daemon's memory and
+CPU, the host's CPU steal time during the run (a missed tick on a VM that lost its CPU is the
+machine's, not armd's) and a one-line verdict. Reports only: nothing about speed is asserted.
+A malformed e-stop payload engages the e-stop (fail-safe): the client then resets it, as an
+operator would.
 """
 
 from __future__ import annotations
@@ -94,6 +98,16 @@ class Record:
 
     def finals(self, goal_id: str) -> list[str]:
         return [s for s in self.statuses.get(goal_id, []) if s in FINAL]
+
+    def bare_finals(self) -> int:
+        """Goals whose first status is final but not ``rejected`` (no ``accepted`` first)."""
+        return sum(s[0] in FINAL and s[0] != "rejected" for s in self.statuses.values() if s)
+
+    def repeated_first(self) -> int:
+        """Goals with more than one first status (``accepted`` or ``rejected``)."""
+        return sum(
+            sum(x in ("accepted", "rejected") for x in s) > 1 for s in self.statuses.values()
+        )
 
     def pending(self) -> list[str]:
         return [goal_id for goal_id in self.kinds if not self.finals(goal_id)]
@@ -233,12 +247,16 @@ class Client:
         self.sent += 1
         goal_id = f"malformed-{self.sent}"
         topic, payload = self.traffic.malformed(goal_id)
-        has_id = isinstance(payload, dict) and "id" in payload
+        has_id = topic == "goal" and isinstance(payload, dict) and "id" in payload
         if has_id:
             self.record.kinds[goal_id] = "malformed"
-        else:
+        else:  # e-stop statuses carry no id
             self.record.idless_sent += 1
         await self.publish(getattr(self.topics, topic), payload)
+        if topic == "estop":  # it engaged the e-stop (fail-safe): the operator resets it
+            self.record.estops += 1
+            await asyncio.sleep(self.rng.uniform(0.05, 0.5))
+            await self.publish(self.topics.estop, {"reset": True})
         return goal_id if has_id else None
 
     async def drive(self, duration_s: float) -> None:
@@ -256,8 +274,23 @@ async def rss_after(delay_s: float, pid: int) -> float | None:
     return harness.rss_mb(pid)
 
 
+def children(pid: int) -> set[int]:
+    with suppress(OSError):
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii")
+        return {int(child) for child in text.split()}
+    return set()
+
+
+async def watch_processes(pid: int, seen: set[int]) -> None:
+    """Collect the daemon's child processes (its control process) every second: more than one
+    over the run means the control process was restarted."""
+    while True:
+        seen |= children(pid)
+        await asyncio.sleep(1.0)
+
+
 async def soak(
-    setup: ArmSetup, duration_s: float, seed: int, pid: int
+    setup: ArmSetup, duration_s: float, seed: int, pid: int, controls: set[int]
 ) -> tuple[Record, float | None]:
     """Run the client; returns what it recorded and the daemon's VmRSS after warm-up (MiB)."""
     limits = setup.limits
@@ -270,9 +303,11 @@ async def soak(
         async with asyncio.TaskGroup() as tasks:
             reader = tasks.create_task(client.read())
             warm = tasks.create_task(rss_after(min(30.0, duration_s / 2), pid))
+            watcher = tasks.create_task(watch_processes(pid, controls))
             await client.drive(duration_s)
             await record.wait(lambda: not record.pending(), SETTLE_S)
             reader.cancel()
+            watcher.cancel()
     return record, warm.result()
 
 
@@ -284,6 +319,8 @@ class Outcome:
     end_mb: float | None  # VmRSS at the end, before SIGTERM
     peak_mb: float | None  # VmHWM
     cpu_pct: float  # of one core
+    steal_pct: float  # of the host's CPU time during the run, given to other guests
+    restarts: int  # control processes beyond the first, and a daemon that died before the end
     exit_code: int | None
     log_errors: int  # ERROR / CRITICAL lines and tracebacks in the daemon's log
 
@@ -297,14 +334,18 @@ def run(duration_s: float, rate_hz: int, seed: int) -> Outcome:
             setup = load_config(config)
             with harness.daemon_process(config, log_path) as daemon:
                 cpu0, wall0 = harness.cpu_seconds(daemon.pid), time.monotonic()
-                record, warm_mb = asyncio.run(soak(setup, duration_s, seed, daemon.pid))
+                host0, controls = harness.CpuTimes.now(), children(daemon.pid)
+                record, warm_mb = asyncio.run(soak(setup, duration_s, seed, daemon.pid, controls))
+                steal = harness.steal_pct(host0, harness.CpuTimes.now())
+                died = daemon.poll() is not None
                 end_mb, peak_mb = harness.rss_mb(daemon.pid), harness.rss_mb(daemon.pid, "VmHWM")
                 cpu = (harness.cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
             log = log_path.read_text(encoding="utf-8", errors="replace")
             errors = len(re.findall(r" (?:ERROR|CRITICAL) |^Traceback", log, re.M))
+            restarts = max(0, len(controls) - 1) + died
             return Outcome(
-                record, harness.loop_timing(log_path), warm_mb, end_mb, peak_mb, cpu,
-                daemon.returncode, errors,
+                record, harness.loop_timing(log_path), warm_mb, end_mb, peak_mb, cpu, steal,
+                restarts, daemon.returncode, errors,
             )  # fmt: skip
 
 
@@ -343,7 +384,11 @@ def print_report(o: Outcome) -> None:
         "faults": f"{len(r.faults)} {dict(Counter(r.faults))}",
         "VmRSS after warm-up / end": f"{mb(o.warm_mb)} / {mb(o.end_mb)}",
         "VmRSS growth / peak (HWM)": f"{mb(growth(o))} / {mb(o.peak_mb)}",
+        "bare final statuses": f"{r.bare_finals()} (a final status with no accepted first)",
+        "repeated first statuses": r.repeated_first(),
+        "processes restarted": o.restarts,
         "daemon CPU (one core)": f"{o.cpu_pct:.1f} %, load average {os.getloadavg()[0]:.2f}",
+        "host CPU steal time": f"{o.steal_pct:.2f} % of the run's CPU time",
         "daemon exit code": o.exit_code,
         "ERROR/traceback log lines": o.log_errors,
     }
@@ -372,6 +417,9 @@ def verdict(o: Outcome) -> list[str]:
             bool(f) and f[0] != "rejected" for g, f in finals.items() if r.kinds[g] in MUST_REJECT
         ),
         "id-less malformed payloads unanswered": r.idless_sent - r.idless["rejected"],
+        "goals with a bare final status": r.bare_finals(),
+        "goals with more than one first status": r.repeated_first(),
+        "processes restarted": o.restarts,
         "limit violations in telemetry": r.violations,
         "unexpected faults": len(r.faults),
         "ERROR/traceback lines in the daemon's log": o.log_errors,

@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import math
 import os
+import statistics
 import sys
 import time
 from collections.abc import Mapping
@@ -31,6 +32,7 @@ __all__ = ["availability_problems", "register"]
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 PROBE_TIMEOUT_S = 5.0
+CYCLES = 50  # timed reads per driver: one cycle against the loop period
 """Longest wait for a driver to open, and for all its devices to answer a read, s."""
 
 
@@ -202,9 +204,10 @@ async def probe(setup: ArmSetup) -> list[str]:
         drivers = build_drivers(setup)
     except DriverError as exc:
         return [f"drivers: probe: cannot construct the drivers: {exc}"]
+    cycles: dict[str, list[float]] = {}
     for name, driver in drivers.items():
         try:
-            states = await _read_once(driver)
+            states, cycles[name] = await _read_once(driver)
         except (DriverError, TimeoutError) as exc:
             problems.append(f"drivers.{name}: probe: {exc or 'timed out'}")
             continue
@@ -218,11 +221,14 @@ async def probe(setup: ArmSetup) -> list[str]:
             rows.append([joint, f"{name}/{t.device}", *_reading(setup, joint, state)])
     if len(rows) > 1:
         print("\n".join(_table(rows)))
+    for line in cycle_report(cycles, 1.0 / setup.loop_hz):
+        print(line)
     return problems
 
 
-async def _read_once(driver: Driver) -> Mapping[str, DeviceState]:
-    """Open, read until every device answered (or the timeout), close."""
+async def _read_once(driver: Driver) -> tuple[Mapping[str, DeviceState], list[float]]:
+    """Open, read until every device answered (or the timeout), time `CYCLES` more reads
+    (seconds each), close."""
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S):
             await driver.open()
@@ -231,9 +237,37 @@ async def _read_once(driver: Driver) -> Mapping[str, DeviceState]:
             while len(states) < len(driver.device_names) and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
                 states = await driver.read()
-            return states
+            durations = []
+            for _ in range(CYCLES):
+                start = time.perf_counter()
+                await driver.read()
+                durations.append(time.perf_counter() - start)
+            return states, durations
     finally:
         await driver.close()
+
+
+def cycle_report(cycles: Mapping[str, list[float]], period_s: float) -> list[str]:
+    """One line per driver: its read cycle against the loop period, and a warning when the
+    median leaves less than half the period (the loop reads the buses concurrently, then writes
+    and plans: a slower bus makes it miss ticks)."""
+    lines = []
+    for name, durations in cycles.items():
+        if not durations:
+            continue
+        p50, worst = statistics.median(durations), max(durations)
+        lines.append(
+            f"driver {name}: one read cycle p50 {p50 * 1e3:.2f} ms, max {worst * 1e3:.2f} ms "
+            f"({len(durations)} reads; the loop period is {period_s * 1e3:.2f} ms)"
+        )
+        if p50 > period_s / 2:
+            fastest = 1.0 / (2.0 * p50)
+            lines.append(
+                f"warning: driver {name}: a read cycle takes more than half the loop period; "
+                f"the loop will miss ticks: set loop_hz to {fastest:.0f} or less, or make the "
+                "bus faster (baud rate, latency timer)"
+            )
+    return lines
 
 
 def _reading(setup: ArmSetup, joint: str, state: DeviceState) -> list[str]:

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from armd.goals import GoalPipeline, PlanSettings
 from armd.hardware import ArmHardware
 from armd.loop import ControlLoop, LoopSettings, MoveRequest
 from armd.messages import Fault, StatusUpdate, Telemetry
 from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.statuses import StatusLedger
 from armd.timing import Schedule
 from armd.trajectory import MotionLimits
 from armd.transmission import ArmTransmission, Transmission
@@ -62,7 +64,14 @@ def ur5() -> KinematicTree:
     )
 
 
-async def make_rig(q0: np.ndarray | None = None, *, disable_on_fault: bool = False) -> Rig:
+async def make_rig(
+    q0: np.ndarray | None = None,
+    *,
+    disable_on_fault: bool = False,
+    statuses: StatusLedger | None = None,
+) -> Rig:
+    """The rig; with `statuses`, the loop reports through that ledger (as in the daemon), whose
+    output must then be the rig's `statuses` list."""
     tree = ur5()
     q0 = np.zeros(tree.dof) if q0 is None else q0
     gears = [1.0, 50.0, 1.0, 1.0, 2.0, 1.0]
@@ -115,7 +124,7 @@ async def make_rig(q0: np.ndarray | None = None, *, disable_on_fault: bool = Fal
         limits,
         settings,
         Schedule(PERIOD, clock),
-        rig_lists["s"].append,
+        rig_lists["s"].append if statuses is None else statuses.report,
         rig_lists["f"].append,
         rig_lists["t"].append,
     )
@@ -143,3 +152,17 @@ def assert_within_limits(rig: Rig) -> None:
 
 def move(goal_id: str, target: list[float], speed: float = 1.0) -> MoveRequest:
     return MoveRequest(goal_id, LIMITS.scaled(speed), target=np.array(target))
+
+
+async def pipeline_rig(
+    q0: np.ndarray, settings: PlanSettings
+) -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
+    """A goal pipeline in front of a rig's loop, both reporting through one ledger (as in the
+    daemon) into the rig's `statuses`, which is also returned."""
+    statuses: list[StatusUpdate] = []
+    ledger = StatusLedger(statuses.append)
+    rig = await make_rig(q0, statuses=ledger)
+    rig.statuses = statuses
+    await rig.run(1)
+    pipeline = GoalPipeline(rig.loop.tree, "tool0", rig.loop, LIMITS, settings, ledger)
+    return rig, pipeline, statuses

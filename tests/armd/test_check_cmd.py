@@ -6,14 +6,15 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
 
 from armd.commands import check_cmd
 from armd.config import ArmSetup
-from drivers import Driver
+from drivers import DeviceState, Driver
 from drivers.sim import SimDriver
 
 CONFIG = Path(__file__).resolve().parents[2] / "config"
@@ -74,7 +75,8 @@ def test_probe_reads_every_device_once_and_never_enables(
     assert check("--config", str(SIM), "--probe") == 0
     out, err = capsys.readouterr()
     assert err == ""
-    probe = out.split("probe ", 1)[1].splitlines()[2:-1]  # the rows, without header and "OK"
+    # the rows, without the header, the driver's cycle line and "OK"
+    probe = out.split("probe ", 1)[1].splitlines()[2:-2]
     assert len(probe) == 6
     for line in probe:
         joint, _device, _motor, position, unit = line.split()
@@ -83,6 +85,10 @@ def test_probe_reads_every_device_once_and_never_enables(
     motors = {line.split()[0]: float(line.split()[2]) for line in probe}
     assert motors["shoulder_lift_joint"] == pytest.approx(-6.2832, abs=1e-3)  # gear ratio 4
     assert motors["wrist_2_joint"] == pytest.approx(1.5708, abs=1e-3)  # sign -1
+    cycle = out.splitlines()[-2]
+    assert cycle.startswith("driver sim: one read cycle p50 "), cycle
+    assert cycle.endswith("(50 reads; the loop period is 4.00 ms)"), cycle
+    assert "warning" not in out
     assert out.splitlines()[-1] == f"{SIM}: OK"
 
 
@@ -105,6 +111,29 @@ def sabotage(monkeypatch: pytest.MonkeyPatch) -> list[Sabotage]:
 
     monkeypatch.setattr(check_cmd, "build_drivers", build)
     return actions
+
+
+def test_probe_warns_when_a_read_cycle_leaves_less_than_half_the_period(
+    capsys: pytest.CaptureFixture[str], sabotage: list[Sabotage]
+) -> None:
+    """Issue 10, item 8: a bus too slow for `loop_hz` made the loop miss most of its ticks
+    without a word."""
+
+    def slow(driver: SimDriver) -> None:
+        read = driver.read
+
+        async def slow_read() -> Mapping[str, DeviceState]:
+            time.sleep(0.0025)  # a slow serial bus: 2.5 ms of a 4 ms period
+            return await read()
+
+        driver.read = slow_read  # type: ignore[method-assign]
+
+    sabotage.append(slow)
+    assert check("--config", str(SIM), "--probe") == 0  # a warning, not an error
+    out, _ = capsys.readouterr()
+    warning = out.splitlines()[-2]
+    assert warning.startswith("warning: driver sim: a read cycle takes more than half"), out
+    assert "set loop_hz to " in warning
 
 
 def test_probe_reports_a_driver_that_does_not_open(

@@ -763,3 +763,18 @@ def test_a_yaml_number_read_as_text_gets_a_hint(tmp_path: Path) -> None:
         "motion.ik_position_tolerance: '1e-6' must be a number (YAML reads it as text; "
         "write 1.0e-06)"
     )
+
+
+def test_fixed_joints_get_finite_limits_pinned_at_their_position(tmp_path: Path) -> None:
+    """Issue 10, item 7: the UR5 gives no acceleration limits; a fixed joint kept the model's
+    (infinite) ones, and the loop's braking arithmetic turned them into NaN commands."""
+    doc = ur5_config()
+    del doc["joints"]["wrist_1_joint"]
+    del doc["drivers"]["sim"]["params"]["devices"]["m3"]
+    doc["fixed_joints"] = {"wrist_1_joint": -1.5}
+    setup = load_config(write(tmp_path, doc))
+    limit = setup.tree.limits["wrist_1_joint"]
+    assert (limit.lower, limit.upper) == (-1.5, -1.5)
+    assert math.isfinite(limit.velocity)
+    assert math.isfinite(limit.acceleration)
+    assert np.all(np.isfinite(setup.jerk))

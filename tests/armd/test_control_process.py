@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -270,3 +270,32 @@ async def test_an_absurd_frame_length_is_an_error() -> None:
     with pytest.raises(ConnectionError, match="frame of 4294967295 bytes"):
         await read_message(reader)
     writer.close()
+
+
+async def test_requests_it_cannot_follow_end_their_goal_and_the_process_carries_on(
+    control: Control,
+) -> None:
+    """Issue 10: the control process checks every request; a speed that became a subnormal
+    jerk limit took it down ("RuckigError: maximum jerk limit -nan")."""
+    remote, reports = control.loop, control.reports
+    good = move(control, "good", 0.1)
+    assert good.target is not None
+    bad = [
+        replace(good, goal_id="subnormal", limits=good.limits.scaled(1.0).scaled(1e-300)),
+        replace(good, goal_id="nan", target=np.full(6, np.nan)),
+        replace(good, goal_id="far", target=np.full(6, 1e308)),
+        MoveRequest("no-path", good.limits, path=np.zeros((0, 6))),
+    ]
+    for request in bad:
+        remote.submit(request)
+        goal_id = request.goal_id
+        await until(lambda g=goal_id: reports.final(g) is not None, goal_id)  # type: ignore[misc]
+        final = reports.final(request.goal_id)
+        assert final is not None
+        assert final.status is GoalStatus.ABORTED, final
+        assert final.reason, final
+    assert remote.running
+    assert remote.mode == Mode.HOLDING
+    remote.submit(move(control, "after", 0.1))
+    await until(lambda: reports.final("after") is not None, "after")
+    assert reports.final("after") == StatusUpdate("after", GoalStatus.SUCCEEDED, None)

@@ -9,7 +9,8 @@ from armd.goals import GoalPipeline, PlanSettings, Rejected
 from armd.loop import MoveRequest, StopRequest
 from armd.messages import GoalStatus, JointsGoal, PoseGoal, StatusUpdate, StopGoal
 from kinematics.ik import IKOptions
-from tests.armd.rig import LIMITS, Rig, make_rig
+from tests.armd.rig import LIMITS, Rig
+from tests.armd.rig import pipeline_rig as rig_with_pipeline
 
 SETTINGS = PlanSettings(
     ik=IKOptions(max_joint_change=1.0, time_budget_s=0.05),
@@ -24,11 +25,7 @@ Q0 = np.array([0.0, -1.2, 1.4, -1.5, -1.57, 0.0])
 
 
 async def pipeline_rig() -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
-    rig = await make_rig(Q0)
-    await rig.run(1)
-    statuses: list[StatusUpdate] = []
-    pipeline = GoalPipeline(rig.loop.tree, "tool0", rig.loop, LIMITS, SETTINGS, statuses.append)
-    return rig, pipeline, statuses
+    return await rig_with_pipeline(Q0, SETTINGS)
 
 
 def reason_of(goal: PoseGoal | JointsGoal, pipeline: GoalPipeline) -> str:
@@ -113,6 +110,15 @@ async def test_linear_goal_out_of_reach_is_rejected_before_moving() -> None:
     start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
     end = start.translation + np.array([2.0, 0.0, 0.0])
     reason = reason_of(PoseGoal("l", tuple(end), motion="linear"), pipeline)  # type: ignore[arg-type]
+    assert reason.startswith("target unreachable within the joint limits: IK did not converge")
+
+
+async def test_linear_goal_blocked_on_the_way_is_rejected_before_moving() -> None:
+    """The end is reachable, the straight line to it is not (it passes through the base)."""
+    rig, pipeline, _ = await pipeline_rig()
+    start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    end = start.translation * np.array([-1.0, -1.0, 1.0])
+    reason = reason_of(PoseGoal("l", tuple(end), motion="linear"), pipeline)  # type: ignore[arg-type]
     assert reason.startswith("linear path infeasible at ")
 
 
@@ -120,7 +126,10 @@ async def test_newest_goal_wins_and_every_goal_gets_a_status() -> None:
     rig, pipeline, statuses = await pipeline_rig()
     pipeline.submit(JointsGoal("a", {"elbow_joint": 1.0}))
     pipeline.submit(JointsGoal("b", {"elbow_joint": 1.2}))
-    assert statuses == [StatusUpdate("a", GoalStatus.PREEMPTED, "superseded before it started")]
+    assert statuses == [
+        StatusUpdate("a", GoalStatus.ACCEPTED),
+        StatusUpdate("a", GoalStatus.PREEMPTED, "superseded by b before it was planned"),
+    ]
     goal = pipeline._pending
     assert isinstance(goal, JointsGoal)
     await pipeline._handle(goal)
@@ -133,10 +142,16 @@ async def test_stop_goes_straight_to_the_loop() -> None:
     rig, pipeline, statuses = await pipeline_rig()
     pipeline.submit(JointsGoal("a", {"elbow_joint": 1.0}))
     pipeline.submit(StopGoal("s"))
-    assert statuses == [StatusUpdate("a", GoalStatus.PREEMPTED, "superseded before it started")]
+    assert statuses == [
+        StatusUpdate("a", GoalStatus.ACCEPTED),
+        StatusUpdate("a", GoalStatus.PREEMPTED, "superseded by s before it was planned"),
+    ]
     assert isinstance(rig.loop._pending, StopRequest)
     await rig.run(3)
-    assert rig.final("s") == StatusUpdate("s", GoalStatus.SUCCEEDED)
+    assert statuses[2:] == [
+        StatusUpdate("s", GoalStatus.ACCEPTED),
+        StatusUpdate("s", GoalStatus.SUCCEEDED),
+    ]
 
 
 async def test_goals_are_refused_while_the_broker_is_away() -> None:
@@ -147,7 +162,9 @@ async def test_goals_are_refused_while_the_broker_is_away() -> None:
 
 async def test_a_request_reaches_the_loop_as_planned() -> None:
     rig, pipeline, statuses = await pipeline_rig()
-    goal = JointsGoal("x", {"shoulder_pan_joint": 0.4})
+    pipeline.submit(JointsGoal("x", {"shoulder_pan_joint": 0.4}))
+    goal = pipeline._pending
+    assert isinstance(goal, JointsGoal)
     await pipeline._handle(goal)
     assert statuses == [StatusUpdate("x", GoalStatus.ACCEPTED)]
     assert isinstance(rig.loop._pending, MoveRequest)

@@ -17,7 +17,8 @@ from armd.messages import GoalStatus, KeypointsGoal, Mode, Rejection, StatusUpda
 from armd.payloads import parse_goal
 from kinematics import KinematicTree
 from kinematics.ik import IKOptions
-from tests.armd.rig import LIMITS, ROBOTS, Rig, assert_within_limits, make_rig
+from tests.armd.rig import LIMITS, ROBOTS, Rig, assert_within_limits
+from tests.armd.rig import pipeline_rig as rig_with_pipeline
 
 LINKS = ("base", "upper_arm", "forearm", "tool")  # the model's order, root first
 LINK_LIST = "[base, upper_arm, forearm, tool]"
@@ -56,12 +57,12 @@ def test_keypoints_goal_orders_the_points_root_first() -> None:
     assert all(isinstance(c, float) for point in parsed.points for c in point)
 
 
-def test_keypoints_goal_with_speed_and_huge_coordinates() -> None:
+def test_keypoints_goal_with_speed_and_coordinates_on_the_bound() -> None:
     parsed = goal(
         {
             "id": "k",
             "type": "keypoints",
-            "points": {"base": [-1e308, 0, 0], "forearm": [1e308, 0, 0], "tool": [1e308, 1, 0]},
+            "points": {"base": [-100, 0, 0], "forearm": [100, 0, 0], "tool": [100, 1e-3, 0]},
             "speed": 0.25,
         }
     )
@@ -97,7 +98,9 @@ INVALID: list[tuple[str, str, str]] = [
      '"base": [0, 0, 0]}}',
      "points.forearm, points.tool: less than 1e-09 m apart, no direction between them"),
     ("speed", "{" + K + ', "points": {"tool": [0, 0, 0], "base": [1, 0, 0]}, "speed": 2}',
-     "speed: 2 must be in (0, 1]"),
+     "speed: 2 must be in [0.01, 1]"),
+    ("huge", "{" + K + ', "points": {"tool": [0, 0, 0], "base": [1e308, 0, 0]}}',
+     "points.base[0]: 1e+308 must be within ±100 m"),
     ("typo", "{" + K + ', "point": {"tool": [0, 0, 0], "base": [1, 0, 0]}}',
      "points: required field is missing; point: unknown field (did you mean 'points'?)"),
     ("unknown-type", '{"id": "k", "type": "keypoint"}',
@@ -145,11 +148,7 @@ def test_near_valid_keypoints_goals_never_raise(document: dict[str, Any]) -> Non
 
 
 async def pipeline_rig() -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
-    rig = await make_rig(Q0)
-    await rig.run(1)
-    statuses: list[StatusUpdate] = []
-    pipeline = GoalPipeline(rig.loop.tree, "tool0", rig.loop, LIMITS, SETTINGS, statuses.append)
-    return rig, pipeline, statuses
+    return await rig_with_pipeline(Q0, SETTINGS)
 
 
 def shape_of(tree: KinematicTree, q: np.ndarray, scales: tuple[float, ...]) -> np.ndarray:
@@ -199,7 +198,9 @@ async def test_keypoints_goal_moves_the_arm_into_the_shape() -> None:
     rig, pipeline, statuses = await pipeline_rig()
     tree = rig.loop.tree
     points = shape_of(tree, Q0 + np.array([-0.5, 0.4, 0.3, -0.3, 0.5, 0.0]), (0.4, 2.5, 1.0))
-    await pipeline._handle(keypoints_goal("k", points))
+    goal = keypoints_goal("k", points)
+    pipeline.submit(goal)
+    await pipeline._handle(goal)
     assert statuses == [StatusUpdate("k", GoalStatus.ACCEPTED)]
     await rig.run_until(lambda: rig.final("k") is not None)
     assert rig.final("k").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from armd.loop import StopRequest
+from armd.loop import MAX_MOTION_DURATION_S, MoveRequest, StopRequest
 from armd.messages import GoalStatus, Mode, StatusUpdate
-from tests.armd.rig import assert_within_limits, make_rig, move
+from armd.trajectory import MotionLimits
+from tests.armd.rig import LIMITS, assert_within_limits, make_rig, move
 
 
 async def test_starts_inactive_then_holds_the_measured_position() -> None:
@@ -271,3 +273,77 @@ async def test_a_joint_found_outside_its_limits_faults_and_may_only_come_back() 
     assert rig.final("out-again").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
     positions = np.array([q for _, q in rig.commands])[:, 0]
     assert positions.max() <= 3.05 + 1e-3  # never further out than where it was found
+
+
+# -- requests the loop cannot follow, and bugs: a goal's end, never the loop's (issue 10) ---------
+
+
+def unfollowable_requests() -> list[tuple[str, MoveRequest, str]]:
+    """(id, request, a fragment of the reason) for requests the loop must refuse."""
+    base = move("x", [0.2] * 6)
+    assert base.target is not None
+    tiny = LIMITS.scaled(1.0)
+    subnormal = MotionLimits(LIMITS.velocity * 5e-324, LIMITS.acceleration * 0.0, LIMITS.jerk)
+    return [
+        ("nan", replace(base, goal_id="nan", target=np.full(6, np.nan)), "finite"),
+        ("outside", replace(base, goal_id="outside", target=np.full(6, 3.5)), "outside"),
+        ("shape", replace(base, goal_id="shape", target=np.zeros(5)), "6 joint positions"),
+        ("zero-limits", replace(base, goal_id="zero-limits", limits=subnormal), "limits"),
+        ("fast", replace(base, goal_id="fast", limits=MotionLimits(
+            tiny.velocity * 2, tiny.acceleration, tiny.jerk)), "velocity limits"),
+        ("tiny-speed", replace(base, goal_id="tiny-speed", limits=LIMITS.scaled(1e-6)),
+         "no trajectory"),
+        ("path", MoveRequest("path", LIMITS, path=np.zeros((1, 6)), path_rate_limit=0.0),
+         "rate limit"),
+        ("inf-path", MoveRequest("inf-path", LIMITS, path=np.full((3, 6), np.inf)), "finite"),
+    ]  # fmt: skip
+
+
+async def test_requests_the_loop_cannot_follow_are_aborted_and_nothing_moves() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    start = rig.loop.commanded.position.copy()  # type: ignore[union-attr]
+    for goal_id, request, fragment in unfollowable_requests():
+        rig.loop.submit(request)
+        await rig.run(2)
+        final = rig.final(goal_id)
+        assert final is not None, goal_id
+        assert final.status is GoalStatus.ABORTED, final
+        assert fragment in (final.reason or ""), final
+    assert rig.loop.mode == Mode.HOLDING
+    assert rig.loop.fault is None
+    np.testing.assert_allclose(rig.loop.commanded.position, start, atol=1e-12)  # type: ignore[union-attr]
+    rig.loop.submit(move("after", [0.1] * 6))
+    await rig.run_until(lambda: rig.final("after") is not None)
+    assert rig.final("after") == StatusUpdate("after", GoalStatus.SUCCEEDED)
+
+
+async def test_a_motion_longer_than_the_maximum_is_aborted() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    start = rig.loop.commanded.position  # type: ignore[union-attr]
+    path = np.linspace(start, start + 0.5, 20)
+    rig.loop.submit(MoveRequest("crawl", LIMITS, path=path, path_rate_limit=1e-4))
+    await rig.run(2)
+    final = rig.final("crawl")
+    assert final is not None
+    assert final.status is GoalStatus.ABORTED
+    assert f"at most {MAX_MOTION_DURATION_S:g} s" in (final.reason or "")
+
+
+async def test_a_tick_that_raises_latches_a_fault_and_the_loop_carries_on() -> None:
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.submit(move("moving", [1.0] * 6))
+    await rig.run(20)
+
+    def broken(*args: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    rig.loop.limiter.apply = broken  # type: ignore[method-assign]
+    await rig.loop.run(lambda: rig.loop.tick_count > 30)
+    assert rig.loop.fault is not None
+    assert rig.loop.fault.code == "internal_error"
+    assert "ZeroDivisionError: a bug" in rig.loop.fault.message
+    assert rig.final("moving") is not None
+    assert rig.final("moving").status is GoalStatus.ABORTED  # type: ignore[union-attr]

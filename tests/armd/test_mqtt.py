@@ -354,10 +354,19 @@ async def test_bad_payloads_get_a_rejected_status_with_the_id_and_change_nothing
             "status": "rejected",
             "reason": "positions.x: unknown joint; joints: [shoulder, elbow]",
         },
-        {"id": None, "status": "rejected", "reason": "estop: engage: 'yes' is not true or false"},
+        {
+            "id": None,
+            "status": "rejected",
+            "reason": (
+                "estop: engage: 'yes' is not true or false; the e-stop is engaged (fail-safe)"
+            ),
+        },
     ]
     assert daemon.goals == []
-    assert daemon.estops == []
+    # Fail-safe: the malformed e-stop command engaged the e-stop all the same.
+    assert daemon.estops == [
+        EstopCommand(engage=True, problem="engage: 'yes' is not true or false")
+    ]
     rejections = [r for r in caplog.records if "rejected" in r.getMessage()]
     assert len(rejections) == 4  # each logged once
     assert "g7" in rejections[0].getMessage()
@@ -475,6 +484,7 @@ async def test_telemetry_mailbox_keeps_only_the_latest(mosquitto: MosquittoBroke
         assert first.json() == {
             "t": 999.0,
             "mode": "holding",
+            "missed_ticks": 0,
             "joints": {
                 "shoulder": {"position": 0.1, "velocity": 0.0},
                 "elbow": {"position": -0.2, "velocity": 0.0},

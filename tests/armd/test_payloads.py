@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from armd.messages import EstopCommand, JointsGoal, PoseGoal, Rejection, StopGoal
-from armd.payloads import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, parse_estop, parse_goal
+from armd.payloads import (
+    MAX_CARTESIAN_M,
+    MAX_ID_LENGTH,
+    MAX_JOINT_POSITION,
+    MAX_PAYLOAD_BYTES,
+    MIN_SPEED,
+    parse_estop,
+    parse_goal,
+)
 
 JOINTS = ("shoulder", "elbow", "wrist")
 LINKS = ("base", "upper_arm", "tool")
@@ -145,13 +153,28 @@ MALFORMED: list[tuple[str, bytes | str, str | None, str]] = [
     ("link-not-string", '{' + POSE + ', "link": 3}', "p", "link: 3 is not a string"),
     ("unknown-motion", '{' + POSE + ', "motion": "fly"}', "p",
      "motion: 'fly' must be 'joint' or 'linear'"),
-    ("speed-high", '{' + POSE + ', "speed": 1.5}', "p", "speed: 1.5 must be in (0, 1]"),
-    ("speed-zero", '{' + POSE + ', "speed": 0}', "p", "speed: 0 must be in (0, 1]"),
-    ("speed-negative", '{' + POSE + ', "speed": -0.5}', "p", "speed: -0.5 must be in (0, 1]"),
+    ("speed-high", '{' + POSE + ', "speed": 1.5}', "p", "speed: 1.5 must be in [0.01, 1]"),
+    ("speed-ulp-above", '{' + POSE + ', "speed": 1.0000000000000002}', "p",
+     "speed: 1.0000000000000002 must be in [0.01, 1]"),
+    ("speed-zero", '{' + POSE + ', "speed": 0}', "p", "speed: 0 must be in [0.01, 1]"),
+    ("speed-negative-zero", '{' + POSE + ', "speed": -0.0}', "p",
+     "speed: -0.0 must be in [0.01, 1]"),
+    ("speed-negative", '{' + POSE + ', "speed": -0.5}', "p", "speed: -0.5 must be in [0.01, 1]"),
+    ("speed-subnormal", '{' + POSE + ', "speed": 5e-324}', "p",
+     "speed: 5e-324 must be in [0.01, 1]"),
+    ("speed-tiny", '{' + POSE + ', "speed": 1e-12}', "p", "speed: 1e-12 must be in [0.01, 1]"),
+    ("speed-ulp-below", '{' + POSE + ', "speed": 0.009999999999999998}', "p",
+     "speed: 0.009999999999999998 must be in [0.01, 1]"),
+    ("position-huge", '{"id": "a", "type": "pose", "position": [1e308, 0.1, 0.4]}', "a",
+     "position[0]: 1e+308 must be within ±100 m"),
+    ("position-ulp-beyond", '{"id": "a", "type": "pose", "position": [0, -100.00000000000001, 0]}',
+     "a", "position[1]: -100.00000000000001 must be within ±100 m"),
+    ("joint-huge", '{"id": "j", "type": "joints", "positions": {"elbow": -1e300}}', "j",
+     "positions.elbow: -1e+300 must be within ±1000 (rad or m)"),
     ("speed-nan", '{' + POSE + ', "speed": NaN}', "p", "speed: nan is not a finite number"),
     ("speed-string", '{' + POSE + ', "speed": "fast"}', "p", "speed: 'fast' is not a number"),
     ("several", '{"id": "a", "type": "pose", "position": [1, "2", 3], "speed": 2, "x": 0}', "a",
-     "position[1]: '2' is not a number; speed: 2 must be in (0, 1]; x: unknown field"),
+     "position[1]: '2' is not a number; speed: 2 must be in [0.01, 1]; x: unknown field"),
     ("unknown-joint", '{"id": "j", "type": "joints", "positions": {"wrist_9": 1}}', "j",
      f"positions.wrist_9: unknown joint; joints: {JOINT_LIST}"),
     ("unknown-joints", '{"id": "j", "type": "joints", "positions": {"a": 1, "elbow": 0, "b": 2}}',
@@ -204,19 +227,26 @@ def test_echoed_values_are_truncated() -> None:
     [
         (b'{"engage": true}', EstopCommand(engage=True)),
         (b'{"reset": true}', EstopCommand(engage=False)),
-        (b'{"engage": false}', Rejection(
-            None, 'engage: must be true (to release the stop, send {"reset": true})')),
-        (b'{"reset": false}', Rejection(None, "reset: must be true")),
-        (b"{}", Rejection(None, 'payload must be {"engage": true} or {"reset": true}')),
+        # Fail-safe: anything that is not a well-formed reset engages the e-stop, and says why.
+        (b'{"engage": false}', EstopCommand(True,
+            'engage: must be true (to release the stop, send {"reset": true})')),
+        (b'{"reset": false}', EstopCommand(True, "reset: must be true")),
+        (b"{}", EstopCommand(True, 'payload must be {"engage": true} or {"reset": true}')),
         (b'{"engage": true, "reset": true}',
-         Rejection(None, "engage, reset: give exactly one of them, not both")),
-        (b'{"engage": 1}', Rejection(None, "engage: 1 is not true or false")),
-        (b'{"engage": "true"}', Rejection(None, "engage: 'true' is not true or false")),
-        (b'{"engage": true, "id": "e"}', Rejection("e", "id: unknown field")),
-        (b'{"egnage": true}', Rejection(
-            None, "egnage: unknown field (did you mean 'engage'?)")),
-        (b"engage", Rejection(None, "not valid JSON: Expecting value: line 1 column 1 (char 0)")),
-        (b"true", Rejection(None, "payload must be a JSON object, not a boolean")),
+         EstopCommand(True, "engage, reset: give exactly one of them, not both")),
+        (b'{"engage": 1}', EstopCommand(True, "engage: 1 is not true or false")),
+        (b'{"engage": "yes"}', EstopCommand(True, "engage: 'yes' is not true or false")),
+        (b'{"reset": "true"}', EstopCommand(True, "reset: 'true' is not true or false")),
+        (b'{"engage": true, "id": "e"}', EstopCommand(True, "id: unknown field")),
+        (b'{"reset": true, "id": "e"}', EstopCommand(True, "id: unknown field")),
+        (b'{"egnage": true}', EstopCommand(
+            True, "egnage: unknown field (did you mean 'engage'?)")),
+        (b"STOP", EstopCommand(
+            True, "not valid JSON: Expecting value: line 1 column 1 (char 0)")),
+        (b"", EstopCommand(True, "not valid JSON: Expecting value: line 1 column 1 (char 0)")),
+        (b"true", EstopCommand(True, "payload must be a JSON object, not a boolean")),
+        (b"\xff", EstopCommand(
+            True, "payload is not valid UTF-8: byte 0 (invalid start byte)")),
     ],
 )  # fmt: skip
 def test_estop(payload: bytes, expected: object) -> None:
@@ -261,7 +291,8 @@ def check_result(payload: bytes) -> None:
         assert parsed.reason
     if isinstance(parsed, PoseGoal):
         assert all(math.isfinite(c) for c in parsed.position)
-        assert 0 < parsed.speed <= 1
+        assert MIN_SPEED <= parsed.speed <= 1
+        assert all(abs(c) <= MAX_CARTESIAN_M for c in parsed.position)
         if parsed.orientation is not None:
             assert math.hypot(*parsed.orientation) == pytest.approx(1.0, abs=1e-9)
     if isinstance(parsed, JointsGoal):
@@ -269,7 +300,9 @@ def check_result(payload: bytes) -> None:
         assert set(parsed.positions) <= set(JOINTS)
         assert all(math.isfinite(v) for v in parsed.positions.values())
     estop = parse_estop(payload)
-    assert isinstance(estop, EstopCommand | Rejection)
+    assert isinstance(estop, EstopCommand)
+    well_formed_reset = estop == EstopCommand(engage=False)
+    assert estop.engage or well_formed_reset  # fail-safe: only a well-formed reset resets
 
 
 @settings(max_examples=300, deadline=None)
@@ -293,3 +326,20 @@ def test_near_valid_goals_never_raise_and_ids_are_recovered(document: dict[str, 
     goal_id = document.get("id")
     if isinstance(goal_id, str) and 0 < len(goal_id) <= MAX_ID_LENGTH:
         assert getattr(parsed, "goal_id", None) == goal_id
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"id": "b1", "type": "pose", "position": [MAX_CARTESIAN_M, -MAX_CARTESIAN_M, -0.0],
+         "speed": MIN_SPEED},
+        {"id": "b2", "type": "joints", "positions": {"elbow": -MAX_JOINT_POSITION},
+         "speed": 1.0},
+        {"id": "b3", "type": "joints", "positions": {"elbow": 5e-324}, "speed": 0.5},
+        {"id": "b4", "type": "keypoints", "points": {"base": [0, 0, 0],
+                                                      "tool": [MAX_CARTESIAN_M, 0, 0]}},
+    ],
+)  # fmt: skip
+def test_values_on_every_bound_are_accepted(document: dict[str, Any]) -> None:
+    parsed = goal(document)
+    assert not isinstance(parsed, Rejection), parsed

@@ -63,3 +63,21 @@ def test_a_timer_serves_one_event_loop_after_another_once_closed() -> None:
     timer.close()
     asyncio.run(nap())  # a new timerfd on the new loop
     timer.close()
+
+
+async def test_the_worst_lateness_covers_late_starts_and_overruns_since_the_last_report() -> None:
+    now = [0.0]
+
+    async def sleep_until(deadline: float) -> None:
+        now[0] = max(now[0], deadline)
+
+    schedule = Schedule(0.004, lambda: now[0], sleep_until)
+    await schedule.wait()
+    schedule.advance()
+    assert schedule.take_worst_lateness() == 0.0
+    await schedule.wait()
+    now[0] += 0.0101  # the tick took 10.1 ms of its 4 ms slot: the next two slots are missed
+    schedule.advance()
+    assert schedule.missed == 2
+    assert abs(schedule.take_worst_lateness() - 0.0101) < 1e-12
+    assert schedule.take_worst_lateness() == 0.0  # reported once

@@ -236,6 +236,11 @@ def _started(rig: Rig) -> bool:
 # -- systemd notify ------------------------------------------------------------------------------
 
 
+def status_modes(fields: Sequence[str]) -> list[str]:
+    """The modes of the ``STATUS=mode: <mode>[, missed ticks: N]`` fields, in order."""
+    return [m.group(1) for f in fields if (m := re.match(r"STATUS=mode: (\w+)", f))]
+
+
 class NotifyListener:
     """A datagram socket standing in for systemd's ``NOTIFY_SOCKET``; records each datagram with
     its arrival time from a background thread."""

@@ -7,7 +7,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ __all__ = [
     "Message",
     "MqttProbe",
     "at_rest",
+    "contract_violations",
     "joint_positions",
     "max_joint_difference",
 ]
@@ -233,6 +234,30 @@ class MqttProbe:
         """Publish a goal and return its final status."""
         since = self.publish_goal(goal)
         return self.wait_status(goal["id"], since=since, timeout_s=timeout_s)
+
+
+def contract_violations(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Where `statuses` (``goal/status`` payloads in arrival order) break the contract: every id
+    gets a first status (``accepted`` or ``rejected``), an accepted goal exactly one final status,
+    and nothing after its final status (an id may be used again once its goal has ended). Goals
+    still waiting for their final status are listed too: call this when everything has ended."""
+    problems: list[str] = []
+    open_goals: dict[str, str] = {}  # id -> its first status, while waiting for its final one
+    for status in statuses:
+        goal_id, value = status.get("id"), status.get("status")
+        if goal_id is None:
+            continue
+        if goal_id not in open_goals:
+            if value == "accepted":
+                open_goals[goal_id] = value
+            elif value != "rejected":
+                problems.append(f"{goal_id}: {value} without accepted or rejected before it")
+        elif value in ("accepted", "rejected"):
+            problems.append(f"{goal_id}: a second first status ({value})")
+        else:
+            del open_goals[goal_id]
+    problems += [f"{goal_id}: accepted, never ended" for goal_id in open_goals]
+    return problems
 
 
 def joint_positions(state: Mapping[str, Any]) -> dict[str, float]:
