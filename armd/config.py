@@ -36,7 +36,8 @@ from armd.config_schema import (
 )
 from armd.errors import ConfigError
 from armd.transmission import ArmTransmission, Transmission
-from drivers import Clock, Driver, DriverParams, load_driver_class
+from armd.wiring import DriverSetup
+from drivers import Clock, Driver, load_driver_class
 from kinematics import JointLimits, KinematicTree
 
 __all__ = ["ArmSetup", "DriverSetup", "MqttSetup", "TlsSetup", "build_drivers", "load_config"]
@@ -71,21 +72,6 @@ class MqttSetup:
     tls: TlsSetup | None
     reconnect_min_s: float
     reconnect_max_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class DriverSetup:
-    """One configured bus: its driver class, validated params and the joints it serves (q order)."""
-
-    name: str
-    type_name: str
-    cls: type[Driver]
-    params: DriverParams
-    joints: tuple[str, ...]
-
-    def build(self, clock: Clock = time.monotonic) -> Driver:
-        """The driver, constructed but not opened."""
-        return self.cls(self.params, clock=clock)
 
 
 @dataclass(frozen=True, eq=False)

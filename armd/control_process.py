@@ -1,15 +1,19 @@
 """The control process: the drivers and the control loop, in a process of their own.
 
-The daemon (`armd.daemon`) starts it as ``python -m armd.control_process --config FILE --fd N``,
-N being its end of a socket pair (`armd.control_link`). It loads the same config, asks for
-real-time scheduling (``SCHED_FIFO`` at ``realtime_priority``; refused, it runs at normal priority
-with a warning), opens the drivers and answers `Opened` or `OpenFailed`; then it runs the loop,
-applies the daemon's requests between ticks, and reports statuses, faults, telemetry, mode changes
-and its state after every tick. Nothing it does waits for the daemon.
+The daemon (`armd.daemon`) starts it as ``python -m armd.control_process --fd N``, N being its
+end of a socket pair (`armd.control_link`), and sends it the validated `armd.wiring.ControlSetup`
+(the config is parsed once, by the daemon). It asks for real-time scheduling (``SCHED_FIFO`` at
+``realtime_priority``; refused, it runs at normal priority with a warning), opens the drivers and
+answers `Opened` or `OpenFailed`; then it is ``loop.handle(link.recv())`` with ``emit = link.send``
+(`armd.protocol`): commands are applied between ticks, events (statuses, faults, mode changes, a
+`Sample` after every tick) go back as they happen. Nothing it does waits for the daemon. It imports
+neither the kinematics nor numba: the daemon computes the telemetry's forward kinematics.
 
 It ignores SIGINT and SIGTERM: the daemon decides when to stop and sends `Shutdown` (the same
 happens when the link closes: the daemon died). Either way the arm comes to rest first (at most
-`SHUTDOWN_STOP_TIMEOUT_S`), then the drives are disabled and closed.
+`armd.loop.SHUTDOWN_STOP_TIMEOUT_S`), then the drives are disabled and closed. A command that
+cannot be applied ends its goal (``aborted``); only `Shutdown` or the link closing end the
+process.
 
 Why a process: the control tick is Python, so it needs the interpreter lock. In one process a
 flood of MQTT input, goal planning and their garbage collections hold that lock while the tick
@@ -32,85 +36,41 @@ import sys
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
-from armd.config import ArmSetup, build_drivers, load_config
-from armd.control_link import (
-    Closed,
-    Estop,
-    FaultChanged,
-    LoopState,
-    ModeChanged,
-    Notice,
-    Opened,
-    OpenFailed,
-    Ready,
-    Reset,
-    Shutdown,
-    Status,
-    Submit,
-    TelemetrySample,
-    Watchdog,
-    read_message,
-    write_message,
-)
-from armd.errors import ArmdError
-from armd.hardware import ArmHardware
+from armd.control_link import Closed, Opened, OpenFailed, Watchdog, read_message, write_message
 from armd.logs import configure_logging
-from armd.loop import ControlLoop, LoopSettings, StopRequest
-from armd.messages import GoalStatus, Mode, StatusUpdate
-from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.messages import GoalStatus, StatusUpdate
+from armd.protocol import (
+    EngageEstop,
+    Event,
+    FollowPath,
+    MoveTo,
+    Notice,
+    Reset,
+    Sample,
+    Shutdown,
+    Stop,
+)
 from armd.timing import PreciseTimer, Schedule
-from armd.trajectory import MotionLimits
+from armd.wiring import ControlSetup, build_hardware, build_loop
 from drivers import DriverError
 
-__all__ = ["SHUTDOWN_STOP_TIMEOUT_S", "loop_settings", "main", "motion_limits", "safety_monitor"]
+__all__ = ["main"]
 
 log = logging.getLogger("armd.control_process")  # not "__main__" when run with -m
-SHUTDOWN_STOP_TIMEOUT_S = 5.0
 STATS_INTERVAL_S = 60.0
 MISSED_WARNING_INTERVAL_S = 10.0
 RECONNECT_INTERVAL_S = 1.0
-STATE_BACKLOG_BYTES = 256 * 1024  # `LoopState` frames wait while more than this is unsent
-
-
-def motion_limits(setup: ArmSetup) -> MotionLimits:
-    limits = setup.tree.limits
-    return MotionLimits(
-        np.array(limits.velocity), np.array(limits.acceleration), np.array(setup.jerk)
-    )
-
-
-def safety_monitor(setup: ArmSetup) -> SafetyMonitor:
-    safety = setup.safety
-    period = 1.0 / setup.loop_hz
-    thresholds = SafetyThresholds(
-        stale_hold_s=max(safety.stale_hold_ticks * period, safety.stale_hold_s),
-        stale_fault_s=safety.stale_fault_s,
-        following_error=safety.following_error,
-        following_error_per_velocity=safety.following_error_per_velocity,
-        limit_tolerance=safety.limit_tolerance,
-    )
-    limits = setup.tree.limits
-    return SafetyMonitor(setup.tree.joint_names, limits.lower, limits.upper, thresholds)
-
-
-def loop_settings(setup: ArmSetup) -> LoopSettings:
-    return LoopSettings(
-        period_s=1.0 / setup.loop_hz,
-        telemetry_every=max(1, round(setup.loop_hz / setup.telemetry_hz)),
-        joint_tolerance=setup.safety.joint_tolerance,
-        settle_timeout_s=setup.safety.settle_timeout_s,
-        disable_on_fault=setup.safety.on_fault == "disable",
-    )
+SETUP_TIMEOUT_S = 30.0
+SAMPLE_BACKLOG_BYTES = 256 * 1024  # `Sample` events wait while more than this is unsent
+_COMMANDS = (MoveTo, FollowPath, Stop, EngageEstop, Reset, Shutdown)
 
 
 class ControlServer:
-    """The control process's work: the loop, the daemon's requests, the reports."""
+    """The control process's work: the loop, the daemon's commands, the loop's events."""
 
     def __init__(
         self,
-        setup: ArmSetup,
+        setup: ControlSetup,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         watchdog_interval_s: float | None,
@@ -118,26 +78,20 @@ class ControlServer:
         self.setup = setup
         self._reader, self._writer = reader, writer
         self._watchdog_interval_s = watchdog_interval_s
-        self.hardware = ArmHardware(build_drivers(setup), setup.transmission)
+        self.hardware = build_hardware(setup)
         self.timer = PreciseTimer()
-        settings = loop_settings(setup)
-        self.loop = ControlLoop(
-            setup.tree,
-            setup.tool_link,
-            self.hardware,
-            safety_monitor(setup),
-            motion_limits(setup),
-            settings,
-            Schedule(settings.period_s, time.monotonic, self.timer.sleep_until),
-            lambda update: self._send(Status(update)),
-            lambda fault: self._send(FaultChanged(fault)),
-            lambda telemetry: self._send(TelemetrySample(telemetry)),
-            on_mode_change=lambda mode: self._send(ModeChanged(mode)),
-        )
-        self._taken = 0
-        self._stopped = False
+        schedule = Schedule(setup.loop.period_s, time.monotonic, self.timer.sleep_until)
+        self.loop = build_loop(setup, self.hardware, schedule, self._emit)
         self._missed_reported = 0
         self._missed_warned_at = -math.inf
+
+    def _emit(self, event: Event) -> None:
+        if isinstance(event, Sample) and self._backed_up():
+            return  # the next one carries the state as well
+        self._send(event)
+
+    def _backed_up(self) -> bool:
+        return self._writer.transport.get_write_buffer_size() >= SAMPLE_BACKLOG_BYTES
 
     def _send(self, message: object) -> None:
         if not self._writer.is_closing():
@@ -151,20 +105,18 @@ class ControlServer:
             self._send(OpenFailed(f"cannot open the drivers: {exc}"))
             await self._flush()
             return 1
-        # The start-up objects (modules, model, drivers) live as long as the process: out of the
+        # The start-up objects (modules, drivers) live as long as the process: out of the
         # collector's sight, a full collection takes ~1 ms instead of tens of ms.
         gc.collect()
         gc.freeze()
         self._send(Opened())
         try:
             async with asyncio.TaskGroup() as tasks:
-                tasks.create_task(self._run_loop(), name="control loop")
                 commands = tasks.create_task(self._commands(), name="commands")
                 reconnect = tasks.create_task(self._reconnect_lost_drivers(), name="reconnect")
-                await commands
+                await self._run_loop()
+                commands.cancel()
                 reconnect.cancel()
-                await self._come_to_rest()
-                self._stopped = True
         finally:  # a crash too: the drives are left disabled (the daemon sees no `Closed`)
             with contextlib.suppress(DriverError):
                 await self.hardware.disable()
@@ -175,38 +127,31 @@ class ControlServer:
         return 0
 
     async def _commands(self) -> None:
-        """Apply the daemon's requests as they arrive, until `Shutdown` or the end of the link."""
+        """Hand the daemon's commands to the loop as they arrive; when the link closes (the
+        daemon died), shut down."""
         while (message := await self._next_command()) is not None:
-            if isinstance(message, Shutdown):
-                return
-            try:
-                self._apply(message)
-            except Exception as exc:  # only the link closing or `Shutdown` ends this process
-                log.exception("control link: applying %s failed", type(message).__name__)
-                if isinstance(message, Submit) and message.request.goal_id is not None:
-                    reason = f"internal error: {type(exc).__name__}: {exc}"
-                    update = StatusUpdate(message.request.goal_id, GoalStatus.ABORTED, reason)
-                    self._send(Status(update))
-                if isinstance(message, Estop):  # fail safe
-                    self.loop.engage_estop()
+            self._apply(message)
         log.warning("control link closed by the daemon: bringing the arm to rest")
-        self._writer.close()  # nobody reads the reports any more
+        self._writer.close()  # nobody reads the events any more
+        self.loop.handle(Shutdown())
 
     def _apply(self, message: object) -> None:
-        if isinstance(message, Submit):
-            self._taken = message.seq
-            self.loop.submit(message.request)
-        elif isinstance(message, Estop):
-            log.warning("e-stop engaged over MQTT")
-            self.loop.engage_estop()
-        elif isinstance(message, Reset):
-            log.info("reset requested over MQTT")
-            self.loop.reset()
-        else:
-            log.error("control link: unexpected message %r", message)
+        if not isinstance(message, _COMMANDS):
+            log.error("control link: not a command: %r", message)
+            return
+        try:
+            self.loop.handle(message)
+        except Exception as exc:  # only `Shutdown` or the link closing end this process
+            log.exception("control link: applying %s failed", type(message).__name__)
+            goal_id = getattr(message, "goal_id", None)
+            if goal_id is not None:
+                reason = f"internal error: {type(exc).__name__}: {exc}"
+                self._send(StatusUpdate(goal_id, GoalStatus.ABORTED, reason))
+            if isinstance(message, EngageEstop):  # fail safe
+                self.loop.handle(EngageEstop())
 
     async def _next_command(self) -> object | None:
-        """The next request; None once the link is closed or broken (the daemon is gone)."""
+        """The next command; None once the link is closed or broken (the daemon is gone)."""
         try:
             return await read_message(self._reader)
         except ConnectionError as exc:
@@ -217,40 +162,19 @@ class ControlServer:
         loop = self.loop
         every_watchdog = max(1, int((self._watchdog_interval_s or 1.0) / 2 * self.setup.loop_hz))
         every_stats = max(1, int(STATS_INTERVAL_S * self.setup.loop_hz))
-        ready = False
 
         def after_tick() -> None:
-            nonlocal ready
-            measured = loop.measured
-            if not ready and measured is not None and measured.complete():
-                ready = True
-                self._send(Ready(len(self.hardware.drivers)))
             if self._watchdog_interval_s and loop.tick_count % every_watchdog == 0:
                 self._send(Watchdog())
             if loop.tick_count % every_stats == 0:
                 self.log_timing()
             if loop.schedule.missed != self._missed_reported:
                 self._warn_missed_ticks()
-            if self._writer.transport.get_write_buffer_size() < STATE_BACKLOG_BYTES:
-                self._send(self.state())
 
         try:
-            await loop.run(lambda: self._stopped, after_tick)
+            await loop.run(after_tick)
         finally:
             self.log_timing()
-
-    def state(self) -> LoopState:
-        loop = self.loop
-        return LoopState(
-            tick=loop.tick_count,
-            mode=loop.mode,
-            taken=self._taken,
-            busy=loop.busy,
-            moving=loop.moving,
-            measured=loop.measured,
-            commanded=loop.commanded,
-            fault=loop.fault,
-        )
 
     def _warn_missed_ticks(self) -> None:
         """A warning while ticks are being missed: the first at once, then at most one every
@@ -298,14 +222,6 @@ class ControlServer:
                 if back:
                     self._send(Notice(f"drivers {back} reconnected: reset to resume"))
 
-    async def _come_to_rest(self) -> None:
-        loop = self.loop
-        if loop.moving or loop.mode == Mode.MOVING:
-            loop.submit(StopRequest(None, "daemon stopping"))
-        deadline = time.monotonic() + SHUTDOWN_STOP_TIMEOUT_S
-        while loop.busy and time.monotonic() < deadline:
-            await asyncio.sleep(loop.settings.period_s)
-
     async def _flush(self) -> None:
         with contextlib.suppress(ConnectionError):
             await self._writer.drain()
@@ -332,13 +248,17 @@ def _raise_priority(priority: int) -> None:
         log.info("control process: real-time priority %d (SCHED_FIFO)", priority)
 
 
-async def _serve(config: str, fd: int, watchdog_interval_s: float | None) -> int:
+async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     try:
-        setup = load_config(config)
-    except ArmdError as exc:
-        write_message(writer, OpenFailed(f"{config}: invalid configuration: {exc}"))
+        async with asyncio.timeout(SETUP_TIMEOUT_S):
+            setup = await read_message(reader)
+    except (TimeoutError, ConnectionError) as exc:
+        log.error("control link: no setup from the daemon: %s", exc)
+        return 1
+    if not isinstance(setup, ControlSetup):
+        write_message(writer, OpenFailed(f"control link: expected the setup, got {setup!r}"))
         await writer.drain()
         return 1
     _raise_priority(setup.realtime_priority)
@@ -347,7 +267,6 @@ async def _serve(config: str, fd: int, watchdog_interval_s: float | None) -> int
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m armd.control_process")
-    parser.add_argument("--config", required=True)
     parser.add_argument("--fd", type=int, required=True, help="this end of the socket pair")
     parser.add_argument("--watchdog-interval", type=float, default=0.0, help="s; 0: none")
     parser.add_argument("--log-level", default="INFO")
@@ -355,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level)
     for sig in (signal.SIGINT, signal.SIGTERM):  # the daemon decides when to stop
         signal.signal(sig, signal.SIG_IGN)
-    return asyncio.run(_serve(args.config, args.fd, args.watchdog_interval or None))
+    return asyncio.run(_serve(args.fd, args.watchdog_interval or None))
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ TaskGroup until SIGTERM.
 Two processes: the control loop and the drivers run in the control process
 (`armd.control_process`, real-time scheduled where allowed), so that no MQTT traffic, goal
 planning or garbage collection here delays a tick; this one runs the MQTT bridge and the goal
-pipeline, and talks to the loop through `armd.remote_loop.RemoteLoop`.
+pipeline, computes the telemetry's forward kinematics from the loop's samples, and talks to the
+loop through `armd.control_client.ControlClient` in the control protocol (`armd.protocol`).
 
 Start-up: take the single-instance lock, start the control process, which opens every driver (a
 failure ends the daemon with a clear error before anything moves), then runs the loop, which
@@ -22,19 +23,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from dataclasses import dataclass
+
+import numpy as np
 
 from armd.config import ArmSetup
-from armd.control_process import SHUTDOWN_STOP_TIMEOUT_S, loop_settings, motion_limits
+from armd.control_client import ControlClient
 from armd.errors import ArmdError
 from armd.goals import GoalPipeline, PlanSettings
 from armd.lock import InstanceLock
-from armd.loop import StopRequest
-from armd.messages import EstopCommand, Mode, Telemetry
+from armd.loop import SHUTDOWN_STOP_TIMEOUT_S
+from armd.messages import EstopCommand, Goal, Mode, StatusUpdate, Telemetry
 from armd.mqtt import MqttBridge, MqttSettings
 from armd.notify import SystemdNotifier
-from armd.remote_loop import ControlReports, RemoteLoop
+from armd.protocol import (
+    EngageEstop,
+    Event,
+    FaultChanged,
+    ModeChanged,
+    Notice,
+    Ready,
+    Reset,
+    Sample,
+    Stop,
+)
 from armd.statuses import StatusLedger
+from armd.trajectory import MotionLimits
+from armd.wiring import control_setup
 from kinematics.ik import IKOptions
 
 __all__ = ["Daemon", "run_daemon"]
@@ -77,66 +91,92 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
         max_angular_speed=motion.max_angular_speed,
         pose_tolerance=(safety.pose_position_tolerance, safety.pose_rotation_tolerance),
         fixed_joints=frozenset(setup.fixed_joints),
+        joint_tolerance=safety.joint_tolerance,
+        poll_s=1.0 / setup.loop_hz,
     )
 
 
-@dataclass
 class Daemon:
     """The composed daemon; `run_daemon` builds and runs one."""
 
-    setup: ArmSetup
-    loop: RemoteLoop
-    pipeline: GoalPipeline
-    bridge: MqttBridge
-    notifier: SystemdNotifier
-    statuses: StatusLedger
-    _mode: Mode = Mode.INACTIVE
-    _missed_ticks: int = 0
-
-    @classmethod
-    def build(cls, setup: ArmSetup, notifier: SystemdNotifier, log_level: str = "INFO") -> Daemon:
+    def __init__(self, setup: ArmSetup, notifier: SystemdNotifier, log_level: str = "INFO") -> None:
         """Compose the daemon; `log_level` (an `armd.logs` spec) goes to the control process."""
-        # The bridge's callbacks reach the daemon, which is assembled last: late-bound lambdas.
-        bridge = MqttBridge(
+        self.setup = setup
+        self.notifier = notifier
+        self.bridge = MqttBridge(
             mqtt_settings(setup),
             joint_names=[j for j in setup.tree.joint_names if j not in setup.fixed_joints],
             link_names=setup.tree.link_names,
             default_link=setup.tool_link,
-            on_goal=lambda goal: daemon.pipeline.submit(goal),  # noqa: PLW0108
-            on_estop=lambda command: daemon.estop(command),  # noqa: PLW0108
-            on_connection_change=lambda up: daemon.broker_connection(up),  # noqa: PLW0108
+            on_goal=self._on_goal,
+            on_estop=self.estop,
+            on_connection_change=self.broker_connection,
         )
-        statuses = StatusLedger(bridge.publish_status)
-        reports = ControlReports(
-            status=statuses.report,
-            fault=bridge.set_fault,
-            telemetry=lambda telemetry: daemon.telemetry(telemetry),  # noqa: PLW0108
-            mode=lambda mode: daemon.show_status(mode=mode),
-            ready=lambda drivers: daemon.ready(drivers),  # noqa: PLW0108
-            watchdog=notifier.watchdog,
-            notice=notifier.status,
+        self.statuses = StatusLedger(self.bridge.publish_status)
+        self.control = ControlClient(
+            control_setup(setup),
+            self.on_event,
+            notifier.watchdog,
+            notifier.watchdog_interval_s(),
+            log_level,
         )
-        watchdog_s = notifier.watchdog_interval_s()
-        loop = RemoteLoop(setup.path, loop_settings(setup), reports, watchdog_s, log_level)
-        pipeline = GoalPipeline(
+        limits = setup.tree.limits
+        self.pipeline = GoalPipeline(
             setup.tree,
             setup.tool_link,
-            loop,
-            motion_limits(setup),
+            self.control.port,
+            MotionLimits(limits.velocity, limits.acceleration, setup.jerk),
             plan_settings(setup),
-            statuses,
+            self.statuses,
         )
-        daemon = cls(setup, loop, pipeline, bridge, notifier, statuses)
-        return daemon
+        self._telemetry_every = max(1, round(setup.loop_hz / setup.telemetry_hz))
+        self._mode = Mode.INACTIVE
+        self._missed_ticks = 0
 
-    def ready(self, drivers: int) -> None:
-        self.notifier.ready(self._status_line())
-        log.info("ready: arm %r, %d driver(s)", self.setup.name, drivers)
+    # -- from the control process -----------------------------------------------------------------
 
-    def telemetry(self, telemetry: Telemetry) -> None:
-        self.bridge.publish_telemetry(telemetry)
-        if telemetry.missed_ticks != self._missed_ticks:
-            self.show_status(missed_ticks=telemetry.missed_ticks)
+    def on_event(self, event: Event) -> None:
+        """An event of the control loop (`armd.protocol`)."""
+        if isinstance(event, Sample):
+            if event.tick % self._telemetry_every == 0:
+                self.publish_telemetry(event)
+        elif isinstance(event, StatusUpdate):
+            self.statuses.report(event)
+        elif isinstance(event, FaultChanged):
+            self.bridge.set_fault(event.fault)
+        elif isinstance(event, ModeChanged):
+            self.show_status(mode=event.mode)
+        elif isinstance(event, Ready):
+            self.notifier.ready(self._status_line())
+            log.info("ready: arm %r, %d driver(s)", self.setup.name, event.drivers)
+        elif isinstance(event, Notice):
+            self.notifier.status(event.text)
+
+    def publish_telemetry(self, sample: Sample) -> None:
+        """``state``: the measured joints and the forward kinematics of the tool link."""
+        setup = self.setup
+        q, velocity = sample.values[0], sample.values[1]
+        pose = setup.tree.fk(np.nan_to_num(q), setup.tool_link)
+        self.bridge.publish_telemetry(
+            Telemetry(
+                t=sample.t,
+                mode=sample.mode,
+                joints={
+                    name: (float(q[i]), float(velocity[i]))
+                    for i, name in enumerate(setup.tree.joint_names)
+                },
+                tcp_link=setup.tool_link,
+                tcp_position=(
+                    float(pose.translation[0]),
+                    float(pose.translation[1]),
+                    float(pose.translation[2]),
+                ),
+                tcp_orientation=tuple(float(v) for v in pose.quaternion),  # type: ignore[arg-type]
+                missed_ticks=sample.missed_ticks,
+            )
+        )
+        if sample.missed_ticks != self._missed_ticks:
+            self.show_status(missed_ticks=sample.missed_ticks)
 
     def show_status(self, *, mode: Mode | None = None, missed_ticks: int | None = None) -> None:
         """systemd's STATUS=: ``mode: <mode>``, and the missed ticks once there are some."""
@@ -148,11 +188,13 @@ class Daemon:
         line = f"mode: {self._mode.value}"
         return f"{line}, missed ticks: {self._missed_ticks}" if self._missed_ticks else line
 
+    # -- from the MQTT bridge ---------------------------------------------------------------------
+
+    def _on_goal(self, goal: Goal) -> None:
+        self.pipeline.submit(goal)
+
     def estop(self, command: EstopCommand) -> None:
-        if command.engage:
-            self.loop.engage_estop()
-        else:
-            self.loop.reset()
+        self.control.port.send(EngageEstop() if command.engage else Reset())
 
     def broker_connection(self, connected: bool) -> None:
         if connected:
@@ -160,15 +202,17 @@ class Daemon:
             return
         if self.setup.broker_loss == "stop":
             self.pipeline.accepting = False
-            if self.loop.busy and self.loop.running:  # moving, or an accepted motion about to start
+            if self.control.port.busy and self.control.running:
                 log.warning("broker connection lost: stopping the current motion")
-                self.loop.submit(StopRequest(None, "broker connection lost"))
+                self.control.port.send(Stop(None, "broker connection lost"))
         else:
             log.warning("broker connection lost: finishing the current motion")
 
+    # -- running ----------------------------------------------------------------------------------
+
     async def run(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set, then shut down cleanly. The control process must be started
-        (`self.loop.start()`)."""
+        (`self.control.start()`)."""
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(self._run_link(), name="control link")
             tasks.create_task(self.bridge.run(), name="mqtt bridge")
@@ -178,15 +222,15 @@ class Daemon:
             log.info("stopping: bringing the arm to rest")
             pipeline.cancel()
             self.pipeline.close("daemon stopping")
-            await self.loop.shutdown(SHUTDOWN_STOP_TIMEOUT_S + CLOSE_MARGIN_S)
+            await self.control.shutdown(SHUTDOWN_STOP_TIMEOUT_S + CLOSE_MARGIN_S)
             self.statuses.abort_all("daemon stopping")
             self.bridge.request_stop()
 
     async def _run_link(self) -> None:
-        """The control process's reports; when it dies, every goal in progress is aborted (the
+        """The control process's events; when it dies, every goal in progress is aborted (the
         bridge sends those statuses before ``offline``) and the daemon ends with the error."""
         try:
-            await self.loop.run()
+            await self.control.run()
         except ArmdError as exc:
             log.error("%s: aborting the goals in progress", exc)
             self.pipeline.close(str(exc))
@@ -209,10 +253,10 @@ async def run_daemon(
     for sig in (signal.SIGTERM, signal.SIGINT):
         running.add_signal_handler(sig, stop.set)
     with InstanceLock(setup.lock_file, setup.name):
-        daemon = Daemon.build(setup, notifier, log_level)
-        await daemon.loop.start()
+        daemon = Daemon(setup, notifier, log_level)
+        await daemon.control.start()
         try:
             await daemon.run(stop)
         finally:
-            await daemon.loop.close()
+            await daemon.control.close()
             log.info("stopped")

@@ -20,12 +20,10 @@ import asyncio
 import logging
 import math
 from dataclasses import dataclass, replace
-from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from armd.loop import LoopSettings, MoveRequest, StopRequest
 from armd.messages import (
     Goal,
     GoalStatus,
@@ -37,10 +35,10 @@ from armd.messages import (
     StopGoal,
 )
 from armd.payloads import MIN_SPEED
+from armd.protocol import FollowPath, LoopPort, Move, MoveTo, Sample, Stop, superseded
 from armd.ratelimit import RateLimiter
-from armd.safety import MeasuredState
 from armd.statuses import StatusLedger
-from armd.trajectory import MotionLimits, Setpoint
+from armd.trajectory import MotionLimits, PlanningError, plan_path
 from kinematics import KinematicsError, KinematicTree, Pose
 from kinematics.ik import IKOptions
 from kinematics.mapping import MappingOptions, map_chain
@@ -70,23 +68,8 @@ class PlanSettings:
     pose_tolerance: tuple[float, float]  # m, rad: success check on the measured pose
     fixed_joints: frozenset[str] = frozenset()
     stop_wait_s: float = 10.0  # how long a linear goal waits for the arm to come to rest
-
-
-class LoopHandle(Protocol):
-    """What the pipeline uses of the control loop: a `armd.loop.ControlLoop`, or the daemon's
-    `armd.remote_loop.RemoteLoop` in front of its control process."""
-
-    @property
-    def settings(self) -> LoopSettings: ...
-    @property
-    def mode(self) -> Mode: ...
-    @property
-    def measured(self) -> MeasuredState | None: ...
-    @property
-    def commanded(self) -> Setpoint | None: ...
-    @property
-    def moving(self) -> bool: ...
-    def submit(self, request: MoveRequest | StopRequest) -> None: ...
+    joint_tolerance: float = 0.005  # rad: the loop's success tolerance for joint targets
+    poll_s: float = 0.004  # s: how often a linear goal looks whether the arm is at rest
 
 
 class Rejected(Exception):  # noqa: N818 (an outcome carried through the planner, not an error)
@@ -100,14 +83,14 @@ class GoalPipeline:
         self,
         tree: KinematicTree,
         tool_link: str,
-        loop: LoopHandle,
+        port: LoopPort,
         limits: MotionLimits,
         settings: PlanSettings,
         statuses: StatusLedger,
     ) -> None:
         self.tree = tree
         self.tool_link = tool_link
-        self.loop = loop
+        self.port = port
         self.limits = limits
         self.settings = settings
         self.statuses = statuses
@@ -131,7 +114,7 @@ class GoalPipeline:
             reason = f"superseded by {goal.goal_id or 'a stop'} before it was planned"
             self._status(superseded.goal_id, GoalStatus.PREEMPTED, reason)
         if isinstance(goal, StopGoal):
-            self.loop.submit(StopRequest(goal.goal_id))
+            self.port.send(Stop(goal.goal_id))
             return
         self._pending = goal
         self._wakeup.set()
@@ -178,67 +161,71 @@ class GoalPipeline:
             self._status(goal.goal_id, GoalStatus.REJECTED, self._closed)
             return
         if sequence != self._sequence:  # a newer goal (or a stop) arrived while planning
-            self._status(goal.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
+            self._status(goal.goal_id, GoalStatus.PREEMPTED, superseded(None))
             return
         if not self.accepting:  # the broker was lost while planning: do not start moving now
             self._status(goal.goal_id, GoalStatus.REJECTED, BROKER_LOST)
             return
         self._status(goal.goal_id, GoalStatus.ACCEPTED, None)
-        self.loop.submit(request)
+        self.port.send(request)
 
     async def _wait_at_rest(self, goal_id: str) -> None:
         """Linear paths start from rest: stop a running motion first (it is preempted)."""
-        if not self.loop.moving:
+        if not self.port.busy:
             return
-        self.loop.submit(StopRequest(None, f"preempted by {goal_id}", GoalStatus.PREEMPTED))
+        self.port.send(Stop(None, f"preempted by {goal_id}", GoalStatus.PREEMPTED))
         deadline = asyncio.get_running_loop().time() + self.settings.stop_wait_s
-        while self.loop.moving:
+        while self.port.busy:
             if asyncio.get_running_loop().time() > deadline:
                 raise Rejected("the arm did not come to rest for the linear move")
-            await asyncio.sleep(self.loop.settings.period_s)
+            await asyncio.sleep(self.settings.poll_s)
 
     # -- planning (runs in a worker thread) -------------------------------------------------------
 
-    def plan(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> MoveRequest:
-        """The loop request for a goal, or `Rejected` with the reason."""
+    def plan(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> Move:
+        """The loop command for a goal, or `Rejected` with the reason (from the loop's latest
+        sample: the measured state seeds IK, the commanded state starts the motion)."""
         if not self.accepting:
             raise Rejected(BROKER_LOST)
-        if self.loop.mode in (Mode.FAULT, Mode.ESTOP):  # the loop would abort it: say so now
-            raise Rejected(f"arm is {self.loop.mode.value}: reset first")
-        if self.loop.commanded is None or self.loop.measured is None:
-            raise Rejected(f"arm is {self.loop.mode.value}: not ready for goals")
+        sample = self.port.latest
+        if sample.mode in (Mode.FAULT, Mode.ESTOP):  # the loop would abort it: say so now
+            raise Rejected(f"arm is {sample.mode.value}: reset first")
+        if sample.commanded_position is None or sample.measured_position is None:
+            raise Rejected(f"arm is {sample.mode.value}: not ready for goals")
         if not MIN_SPEED <= goal.speed <= 1.0:  # `armd.payloads` checks it; goals built in code too
             raise Rejected(f"speed: {goal.speed!r} must be in [{MIN_SPEED:g}, 1]")
         if isinstance(goal, JointsGoal):
-            return self._plan_joints(goal)
+            return self._plan_joints(goal, sample)
         if isinstance(goal, KeypointsGoal):
-            return self._plan_keypoints(goal)
+            return self._plan_keypoints(goal, sample)
         if goal.motion == "linear":
-            return self._plan_linear(goal)
-        return self._plan_pose(goal)
+            return self._plan_linear(goal, sample)
+        return self._plan_pose(goal, sample)
 
-    def _plan_joints(self, goal: JointsGoal) -> MoveRequest:
+    def _plan_joints(self, goal: JointsGoal, sample: Sample) -> Move:
         fixed = sorted(set(goal.positions) & self.settings.fixed_joints)
         if fixed:
             raise Rejected(f"positions: joints {fixed} are fixed by the configuration")
-        assert self.loop.commanded is not None
-        target = self.tree.q_from_mapping(dict(goal.positions), self.loop.commanded.position)
+        commanded = sample.commanded_position
+        assert commanded is not None
+        target = self.tree.q_from_mapping(dict(goal.positions), commanded)
         violations = self.tree.limits.check(target)
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
-        return MoveRequest(goal.goal_id, self.limits.scaled(goal.speed), target=target)
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
 
-    def _plan_keypoints(self, goal: KeypointsGoal) -> MoveRequest:
+    def _plan_keypoints(self, goal: KeypointsGoal, sample: Sample) -> Move:
         """Map the shape from the measured state; the joints it does not decide (and the fixed
         ones) keep their commanded position, like a joints goal's unnamed joints."""
-        assert self.loop.measured is not None
-        assert self.loop.commanded is not None
+        measured, commanded = sample.measured_position, sample.commanded_position
+        assert measured is not None
+        assert commanded is not None
         try:
             result = map_chain(
                 self.tree,
                 goal.links,
                 np.array(goal.points),
-                self.loop.measured.position,
+                measured,
                 options=_KEYPOINTS_OPTIONS,
                 hold=self.settings.fixed_joints,
             )
@@ -246,11 +233,11 @@ class GoalPipeline:
             raise Rejected(f"points: {exc}") from None
         if not result.success:
             raise Rejected(f"points: shape not reachable within the joint limits: {result.message}")
-        target = np.where(result.determined, result.q, self.loop.commanded.position)
+        target = np.where(result.determined, result.q, commanded)
         violations = self.tree.limits.check(target)
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
-        return MoveRequest(goal.goal_id, self.limits.scaled(goal.speed), target=target)
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
 
     def _target(self, goal: PoseGoal) -> tuple[str, Pose | Array]:
         link = goal.link or self.tool_link
@@ -258,21 +245,31 @@ class GoalPipeline:
             return link, np.array(goal.position)
         return link, Pose(goal.position, goal.orientation)
 
-    def _plan_pose(self, goal: PoseGoal) -> MoveRequest:
+    def _plan_pose(self, goal: PoseGoal, sample: Sample) -> Move:
         link, target = self._target(goal)
-        assert self.loop.measured is not None
-        seed = self.loop.measured.position
+        seed = sample.measured_position
+        assert seed is not None
         result = self.tree.ik(target, seed, link, self.settings.ik)
         if not result.success:
             raise Rejected(self._why_unreachable(target, seed, link, result.message))
-        return MoveRequest(
+        q = np.array(result.q)
+        return MoveTo(
             goal.goal_id,
+            q,
             self.limits.scaled(goal.speed),
-            target=np.array(result.q),
-            tcp_target=target if isinstance(target, Pose) else None,
-            tcp_link=link,
-            tcp_tolerance=self.settings.pose_tolerance,
+            self._pose_tolerance(q, link, isinstance(target, Pose)),
         )
+
+    def _pose_tolerance(self, q: Array, link: str, oriented: bool) -> Array:
+        """Joint tolerances (rad, the same for every joint) within which the link is within the
+        pose tolerance of where it is at q, to first order: an error e per joint moves the link
+        by at most e Σ‖J_i‖ (linear rows for the position, angular rows for the orientation)."""
+        jacobian = self.tree.jacobian(q, link)
+        position, rotation = self.settings.pose_tolerance
+        bound = min(self.settings.joint_tolerance, position / _column_sum(jacobian[:3]))
+        if oriented:
+            bound = min(bound, rotation / _column_sum(jacobian[3:]))
+        return np.full(self.tree.dof, bound)
 
     def _why_unreachable(self, target: Pose | Array, seed: Array, link: str, message: str) -> str:
         """Tell 'out of reach' from 'reachable only by jumping to another branch'."""
@@ -287,10 +284,10 @@ class GoalPipeline:
                 )
         return f"target unreachable within the joint limits: IK {message}"
 
-    def _plan_linear(self, goal: PoseGoal) -> MoveRequest:
+    def _plan_linear(self, goal: PoseGoal, sample: Sample) -> Move:
         link, target = self._target(goal)
-        assert self.loop.commanded is not None
-        start_q = self.loop.commanded.position
+        start_q = sample.commanded_position
+        assert start_q is not None
         start = self.tree.fk(start_q, link)
         goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
         end = self.tree.ik(goal_pose, start_q, link, _without_box(self.settings.ik))
@@ -323,20 +320,21 @@ class GoalPipeline:
             self.settings.max_linear_speed / max(distance, 1e-9),
             self.settings.max_angular_speed / max(angle, 1e-9),
         )
-        return MoveRequest(
-            goal.goal_id,
-            self.limits.scaled(goal.speed),
-            path=np.array(waypoints),
-            path_rate_limit=rate * goal.speed,
-            tcp_target=goal_pose,
-            tcp_link=link,
-            tcp_tolerance=self.settings.pose_tolerance,
-        )
+        try:
+            path = plan_path(np.array(waypoints), self.limits.scaled(goal.speed), rate * goal.speed)
+        except PlanningError as exc:
+            raise Rejected(f"linear path: {exc}") from None
+        return FollowPath(goal.goal_id, path, self._pose_tolerance(waypoints[-1], link, True))
 
     def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
         if status is GoalStatus.REJECTED:
             log.info("goal %s rejected: %s", goal_id, reason)
         self.statuses.report(StatusUpdate(goal_id, status, reason))
+
+
+def _column_sum(rows: Array) -> float:
+    """Σ over the columns of their norms (a floor keeps a zero Jacobian from dividing by 0)."""
+    return max(float(np.sum(np.linalg.norm(rows, axis=0))), 1e-9)
 
 
 def _without_box(options: IKOptions) -> IKOptions:

@@ -26,99 +26,40 @@ from numpy.typing import NDArray
 
 from armd.hardware import ArmHardware
 from armd.limiter import SetpointLimiter
-from armd.messages import Fault, GoalStatus, Mode, StatusUpdate, Telemetry
+from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
+from armd.moves import check_move, plan_motion
+from armd.protocol import (
+    Command,
+    EngageEstop,
+    Event,
+    FaultChanged,
+    FollowPath,
+    ModeChanged,
+    Move,
+    MoveTo,
+    Ready,
+    Reset,
+    Sample,
+    Shutdown,
+    Stop,
+    superseded,
+)
 from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState, SafetyMonitor, Verdict
 from armd.timing import Schedule
-from armd.trajectory import (
-    JointMotion,
-    Motion,
-    MotionLimits,
-    PathMotion,
-    PlanningError,
-    Setpoint,
-    StopMotion,
-)
+from armd.trajectory import Motion, MotionLimits, PlanningError, Setpoint, StopMotion
 from drivers import DriverError
-from kinematics import KinematicTree, Pose
 
-__all__ = [
-    "MAX_MOTION_DURATION_S",
-    "ControlLoop",
-    "LoopSettings",
-    "MoveRequest",
-    "StopRequest",
-    "check_request",
-]
+__all__ = ["ControlLoop", "LoopSettings"]
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
-MAX_MOTION_DURATION_S = 3600.0
-_LIMIT_SLACK = 1e-9  # relative: limits scaled on the daemon's side may round up by an ulp
-
-
-@dataclass(frozen=True, slots=True)
-class MoveRequest:
-    """A planned goal for the loop: a joint target, or a joint path starting where the arm is."""
-
-    goal_id: str
-    limits: MotionLimits
-    target: Array | None = None
-    path: Array | None = None
-    path_rate_limit: float = float("inf")  # 1/s: bound on ds/dt (Cartesian speed limits)
-    tcp_target: Pose | None = None  # for pose goals: success also needs the link here
-    tcp_link: str | None = None
-    tcp_tolerance: tuple[float, float] = (1e-3, 1e-2)  # m, rad
-
-
-@dataclass(frozen=True, slots=True)
-class StopRequest:
-    """Stop the motion, then hold. The goal being stopped ends as `outcome` with `reason`
-    (``preempted`` when a newer goal asked for the stop, e.g. a linear move that starts at rest)."""
-
-    goal_id: str | None = None
-    reason: str = "stop requested"
-    outcome: GoalStatus = GoalStatus.ABORTED
-
-
-def check_request(request: MoveRequest, lower: Array, upper: Array, limits: MotionLimits) -> None:
-    """Raise `PlanningError` unless `request` is one this loop can follow: finite targets or
-    paths of the right shape within the position bounds, motion limits positive and within the
-    loop's `limits`, a positive path rate. The loop checks every request it receives, whoever
-    planned it."""
-    n = lower.shape[0]
-    for name, value in (
-        ("velocity", request.limits.velocity),
-        ("acceleration", request.limits.acceleration),
-        ("jerk", request.limits.jerk),
-    ):
-        bound = getattr(limits, name)
-        if (
-            value.shape != (n,)
-            or not np.all(value > 0.0)
-            or not np.all(value <= bound * (1.0 + _LIMIT_SLACK))
-        ):
-            raise PlanningError(f"{name} limits {value.tolist()} must be in (0, {bound.tolist()}]")
-    points = request.target[None, :] if request.target is not None else request.path
-    what = "target" if request.target is not None else "path"
-    if points is None or points.ndim != 2 or points.shape[1] != n or points.shape[0] < 1:
-        raise PlanningError(f"a move needs a target or a path of {n} joint positions")
-    if not np.all(np.isfinite(points)):
-        raise PlanningError(f"{what}: positions must be finite numbers")
-    outside = (points < lower - _LIMIT_SLACK) | (points > upper + _LIMIT_SLACK)
-    if np.any(outside):
-        joint = int(np.nonzero(outside.any(axis=0))[0][0])
-        raise PlanningError(
-            f"{what}: joint {joint} position outside [{lower[joint]:g}, {upper[joint]:g}]"
-        )
-    if request.target is None and not request.path_rate_limit > 0.0:
-        raise PlanningError(f"path rate limit {request.path_rate_limit} must be > 0")
+SHUTDOWN_STOP_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
 class LoopSettings:
     period_s: float
-    telemetry_every: int  # ticks between telemetry samples
     joint_tolerance: float  # rad: a goal succeeds when every joint is this close to its target
     settle_timeout_s: float
     disable_on_fault: bool
@@ -131,7 +72,7 @@ class _Active:
     motion: Motion
     start_tick: int
     is_stop: bool = False
-    request: MoveRequest | None = None
+    move: Move | None = None
 
 
 class ControlLoop:
@@ -139,35 +80,23 @@ class ControlLoop:
 
     def __init__(
         self,
-        tree: KinematicTree,
-        tool_link: str,
+        joint_names: tuple[str, ...],
         hardware: ArmHardware,
         monitor: SafetyMonitor,
         limits: MotionLimits,
         settings: LoopSettings,
         schedule: Schedule,
-        publish_status: Callable[[StatusUpdate], None],
-        publish_fault: Callable[[Fault | None], None],
-        publish_telemetry: Callable[[Telemetry], None],
-        on_mode_change: Callable[[Mode], None] = lambda mode: None,
+        emit: Callable[[Event], None],
     ) -> None:
-        self.tree = tree
-        self.tool_link = tool_link
+        self.joint_names = joint_names
         self.hardware = hardware
         self.monitor = monitor
         self.limits = limits
         self.settings = settings
         self.schedule = schedule
-        self._publish_status = publish_status
-        self._publish_fault = publish_fault
-        self._publish_telemetry = publish_telemetry
-        self._on_mode_change = on_mode_change
+        self._emit = emit
         self.limiter = SetpointLimiter(
-            tree.limits.lower,
-            tree.limits.upper,
-            limits.velocity,
-            limits.acceleration,
-            settings.period_s,
+            monitor.lower, monitor.upper, limits.velocity, limits.acceleration, settings.period_s
         )
         self.mode = Mode.INACTIVE
         self.tick_count = 0
@@ -175,29 +104,37 @@ class ControlLoop:
         self.commanded: Setpoint | None = None
         self.fault: Fault | None = None
         self.healthy = False
+        self.ready = False  # every joint was read once
+        self.taken = 0  # motion commands (moves and stops) taken in
+        self.shutting_down = False
         self._enabled = False
         self._active: _Active | None = None
-        self._pending: MoveRequest | StopRequest | None = None
+        self._pending: Move | Stop | None = None
         self._estop_request = False
         self._reset_request = False
         self._hold_reason: str | None = None
         self._disable_pending = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
 
-    # -- requests from the other tasks (applied at the next tick boundary) ------------------------
+    # -- commands (applied at the next tick boundary) ---------------------------------------------
 
-    def submit(self, request: MoveRequest | StopRequest) -> None:
-        """Queue a motion request; a newer one replaces it before it starts (newest wins)."""
-        replaced = self._pending
-        if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
-            self._status(replaced.goal_id, GoalStatus.PREEMPTED, "superseded before it started")
-        self._pending = request
-
-    def engage_estop(self) -> None:
-        self._estop_request = True
-
-    def reset(self) -> None:
-        self._reset_request = True
+    def handle(self, command: Command) -> None:
+        """Take a command (`armd.protocol`); it acts at the next tick."""
+        if isinstance(command, MoveTo | FollowPath | Stop):
+            self.taken += 1
+            replaced, self._pending = self._pending, command
+            if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
+                reason = superseded(command.goal_id)
+                self._status(replaced.goal_id, GoalStatus.PREEMPTED, reason)
+        elif isinstance(command, EngageEstop):
+            self._estop_request = True
+        elif isinstance(command, Reset):
+            self._reset_request = True
+        elif isinstance(command, Shutdown):
+            self.shutting_down = True
+            self.handle(Stop(None, "daemon stopping"))
+        else:
+            raise TypeError(f"not a command: {command!r}")
 
     @property
     def moving(self) -> bool:
@@ -212,11 +149,19 @@ class ControlLoop:
     # -- the loop ---------------------------------------------------------------------------------
 
     async def run(
-        self, until: Callable[[], bool], after_tick: Callable[[], None] = lambda: None
+        self,
+        after_tick: Callable[[], None] = lambda: None,
+        until: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Tick on the schedule until `until()` is true; `after_tick` runs after every tick (the
-        daemon feeds the systemd watchdog from there, so only a ticking loop feeds it)."""
+        """Tick on the schedule until a `Shutdown` has brought the arm to rest (or
+        `SHUTDOWN_STOP_TIMEOUT_S` passed), or `until()`; `after_tick` runs after every tick (the
+        control process feeds the systemd watchdog from there, so only a ticking loop feeds it)."""
+        deadline = float("inf")
         while not until():
+            if self.shutting_down:
+                if not self.busy or time.monotonic() > deadline:
+                    return
+                deadline = min(deadline, time.monotonic() + SHUTDOWN_STOP_TIMEOUT_S)
             await self.schedule.wait()
             try:
                 await self.tick()
@@ -262,8 +207,10 @@ class ControlLoop:
             self._track_goal(measured)
         if self._disable_pending:
             await self._disable()
-        if self.tick_count % self.settings.telemetry_every == 0:
-            self._publish_telemetry(self._telemetry(measured, now))
+        if not self.ready and measured.complete():
+            self.ready = True
+            self._emit(Ready(len(self.hardware.drivers)))
+        self._emit(self._sample(measured, now))
 
     async def _read(self) -> MeasuredState | None:
         try:
@@ -326,7 +273,7 @@ class ControlLoop:
     def _latch(self, fault: Fault) -> None:
         log.error("fault %s: %s", fault.code, fault.message)
         self.fault = fault
-        self._publish_fault(fault)
+        self._emit(FaultChanged(fault))
         self._stop_everything(Mode.FAULT, f"fault: {fault.message}")
 
     def _stop_everything(self, mode: Mode, reason: str) -> None:
@@ -370,7 +317,7 @@ class ControlLoop:
             return
         log.info("reset: %s cleared", self.fault.code if self.fault else "e-stop")
         self.fault = None
-        self._publish_fault(None)
+        self._emit(FaultChanged(None))
         if self._enabled:
             self._start_from_measured(measured)
         else:
@@ -380,10 +327,11 @@ class ControlLoop:
 
     def _drop_pending(self, reason: str) -> None:
         pending, self._pending = self._pending, None
-        if isinstance(pending, MoveRequest):
+        if isinstance(pending, Stop):
+            if pending.goal_id is not None:
+                self._status(pending.goal_id, GoalStatus.SUCCEEDED, None)
+        elif pending is not None:
             self._status(pending.goal_id, GoalStatus.ABORTED, reason)
-        elif isinstance(pending, StopRequest) and pending.goal_id is not None:
-            self._status(pending.goal_id, GoalStatus.SUCCEEDED, None)
 
     def _stop_motion(self, reason: str, outcome: GoalStatus = GoalStatus.ABORTED) -> None:
         """Controlled stop from the commanded state; the active goal ends as `outcome`."""
@@ -401,7 +349,7 @@ class ControlLoop:
         request, self._pending = self._pending, None
         if request is None:
             return
-        if isinstance(request, StopRequest):
+        if isinstance(request, Stop):
             if self.mode == Mode.MOVING:
                 self._stop_motion(request.reason, request.outcome)
             active = self._active
@@ -422,41 +370,25 @@ class ControlLoop:
             return
         self._start_move(request)
 
-    def _start_move(self, request: MoveRequest) -> None:
+    def _start_move(self, move: Move) -> None:
         assert self.commanded is not None
         try:
-            motion = self._plan(request, self.commanded)
+            check_move(move, self.limiter.lower, self.limiter.upper, self.limits)
+            motion = plan_motion(move, self.commanded)
         except PlanningError as exc:
-            self._status(request.goal_id, GoalStatus.ABORTED, str(exc))
+            self._status(move.goal_id, GoalStatus.ABORTED, str(exc))
             return
-        except Exception as exc:  # a request this loop cannot follow ends its goal, nothing more
-            log.exception("goal %s: planning its motion failed", request.goal_id)
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-            self._status(request.goal_id, GoalStatus.ABORTED, reason)
+        except Exception as exc:  # a command this loop cannot follow ends its goal, nothing more
+            log.exception("goal %s: planning its motion failed", move.goal_id)
+            self._status(
+                move.goal_id, GoalStatus.ABORTED, f"internal error: {type(exc).__name__}: {exc}"
+            )
             return
         previous = self._active
         if previous is not None and previous.goal_id is not None:  # a stop under way too
-            self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {request.goal_id}")
-        self._active = _Active(request.goal_id, motion, self.tick_count, request=request)
+            self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {move.goal_id}")
+        self._active = _Active(move.goal_id, motion, self.tick_count, move=move)
         self._set_mode(Mode.MOVING)
-
-    def _plan(self, request: MoveRequest, start: Setpoint) -> Motion:
-        check_request(request, self.limiter.lower, self.limiter.upper, self.limits)
-        motion: Motion
-        if request.target is not None:
-            motion = JointMotion(start, request.target, request.limits)
-        else:
-            assert request.path is not None
-            moving = np.any(np.abs(start.velocity) > 1e-9)
-            if moving or np.max(np.abs(request.path[0] - start.position)) > 1e-6:
-                raise PlanningError("the arm moved since the path was planned; send the goal again")
-            motion = PathMotion(request.path, request.limits, request.path_rate_limit)
-        if not motion.duration <= MAX_MOTION_DURATION_S:  # NaN too
-            raise PlanningError(
-                f"the motion would take {motion.duration:.6g} s (at most "
-                f"{MAX_MOTION_DURATION_S:g} s); move in steps or faster"
-            )
-        return motion
 
     def _motion_time(self, active: _Active) -> float:
         """Time into the motion of this tick's setpoint: a motion planned at tick k starts from
@@ -491,26 +423,26 @@ class ControlLoop:
         if active.is_stop:
             self._finish_stop(active)
             return
-        error = float(np.max(np.abs(measured.position - active.motion.sample(t).position)))
-        if error <= self.settings.joint_tolerance and self._tcp_reached(active, measured):
+        error = np.abs(measured.position - active.motion.sample(t).position)
+        tolerance = active.move.tolerance if active.move is not None else None
+        if tolerance is None:
+            reached = bool(np.all(error <= self.settings.joint_tolerance))
+        else:
+            reached = bool(np.all(error <= tolerance))
+        if reached:
             self._status(active.goal_id, GoalStatus.SUCCEEDED, None)
         elif t - active.motion.duration > self.settings.settle_timeout_s:
             timeout = self.settings.settle_timeout_s
-            reason = f"did not settle: joint error {error:.4f} rad after {timeout:g} s"
+            worst = int(np.argmax(error))
+            reason = (
+                f"did not settle: joint {self.joint_names[worst]!r} {error[worst]:.4f} from its "
+                f"target after {timeout:g} s"
+            )
             self._status(active.goal_id, GoalStatus.ABORTED, reason)
         else:
             return
         self._active = None
         self._set_mode(Mode.HOLDING)
-
-    def _tcp_reached(self, active: _Active, measured: MeasuredState) -> bool:
-        request = active.request
-        if request is None or request.tcp_target is None or request.tcp_link is None:
-            return True
-        distance, angle = self.tree.fk(measured.position, request.tcp_link).distance_to(
-            request.tcp_target
-        )
-        return distance <= request.tcp_tolerance[0] and angle <= request.tcp_tolerance[1]
 
     def _finish_stop(self, active: _Active) -> None:
         self._active = None
@@ -535,29 +467,31 @@ class ControlLoop:
     # -- outputs ----------------------------------------------------------------------------------
 
     def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
-        self._publish_status(StatusUpdate(goal_id, status, reason))
+        self._emit(StatusUpdate(goal_id, status, reason))
 
     def _set_mode(self, mode: Mode) -> None:
         if mode != self.mode:
             self.mode = mode
-            self._on_mode_change(mode)
+            self._emit(ModeChanged(mode))
 
-    def _telemetry(self, measured: MeasuredState, now: float) -> Telemetry:
-        q = np.nan_to_num(measured.position)
-        pose = self.tree.fk(q, self.tool_link)
-        return Telemetry(
-            t=now,
-            mode=self.mode,
-            joints={
-                name: (float(measured.position[i]), float(measured.velocity[i]))
-                for i, name in enumerate(self.tree.joint_names)
-            },
-            tcp_link=self.tool_link,
-            tcp_position=(
-                float(pose.translation[0]),
-                float(pose.translation[1]),
-                float(pose.translation[2]),
-            ),
-            tcp_orientation=tuple(float(v) for v in pose.quaternion),  # type: ignore[arg-type]
-            missed_ticks=self.schedule.missed,
+    def _sample(self, measured: MeasuredState, now: float) -> Sample:
+        values = np.full((5, len(self.joint_names)), np.nan)
+        values[0], values[1] = measured.position, measured.velocity
+        commanded = self.commanded
+        if commanded is not None:
+            values[2], values[3], values[4] = (
+                commanded.position,
+                commanded.velocity,
+                commanded.acceleration,
+            )
+        return Sample(
+            self.tick_count,
+            now,
+            self.mode,
+            self.taken,
+            self.busy,
+            self.moving,
+            self.schedule.missed,
+            self.fault,
+            values,
         )

@@ -7,7 +7,8 @@ so switching motions (pre-emption, stops) is continuous. Jerk-limited profiles c
 - `JointMotion`: a synchronised move of all joints to a target at rest;
 - `PathMotion`: a precomputed joint path (e.g. the IK solutions along a straight tool line),
   followed by a 1-DOF jerk-limited profile of the path parameter whose limits are derived from the
-  path's joint derivatives, so that no joint exceeds its limits;
+  path's joint derivatives (`plan_path`, before the control process: a `TimedPath`), so that no
+  joint exceeds its limits;
 - `StopMotion`: every joint brought to rest at maximum deceleration (velocity interface, no
   synchronisation), then held;
 - `Hold`: a constant position.
@@ -43,6 +44,8 @@ __all__ = [
     "PlanningError",
     "Setpoint",
     "StopMotion",
+    "TimedPath",
+    "plan_path",
 ]
 
 Array = NDArray[np.float64]
@@ -197,43 +200,93 @@ class Hold(Motion):
         return self._setpoint
 
 
-class PathMotion(Motion):
-    """Follow joint waypoints (m, n) — samples of a path at uniform steps of its parameter s ∈
-    [0, 1] — starting and ending at rest.
+@dataclass(frozen=True, slots=True)
+class TimedPath:
+    """A joint path and the bounds of its time scaling, planned before it reaches the loop
+    (`plan_path`): the loop turns it into a `PathMotion` in microseconds.
 
-    q(s) is a cubic Hermite (Catmull-Rom) interpolation of the waypoints, hence C¹. s(t) is a
-    jerk-limited 1-DOF profile whose velocity and acceleration bounds keep every joint within its
-    limits: q̇ = q'(s) ṡ and q̈ = q'(s) s̈ + q''(s) ṡ², bounded with the largest |q'| and |q''|
-    along the path. `rate_limit` (1/s) caps ṡ further, e.g. from a Cartesian speed limit.
+    waypoints: (m, n), m ≥ 2, samples of the path at uniform steps of s ∈ [0, 1];
+    s_velocity, s_acceleration, s_jerk: bounds of ṡ (1/s), s̈ (1/s²) and s⃛ (1/s³) that keep
+    every joint within its limits along the path.
     """
 
-    def __init__(
-        self, waypoints: Array, limits: MotionLimits, rate_limit: float = float("inf")
-    ) -> None:
+    waypoints: Array
+    s_velocity: float
+    s_acceleration: float
+    s_jerk: float
+
+
+def plan_path(
+    waypoints: Array, limits: MotionLimits, rate_limit: float = float("inf")
+) -> TimedPath:
+    """The time-scaling bounds of a path through `waypoints` (see `PathMotion`) under `limits`;
+    `rate_limit` (1/s) caps ṡ further, e.g. from a Cartesian speed limit. Raises `PlanningError`
+    for fewer than 2 finite waypoints. Costs milliseconds for a few hundred waypoints: it runs
+    before the seam, never inside a tick."""
+    if waypoints.ndim != 2 or waypoints.shape[0] < 2 or not np.all(np.isfinite(waypoints)):
+        raise PlanningError("a path needs at least 2 finite waypoints")
+    d1, d2 = _derivative_bounds(waypoints)
+    s_velocity = float(np.min(limits.velocity / np.maximum(d1, 1e-12)))
+    # Split the acceleration budget: half for q' s̈, half for q'' ṡ² at the top speed.
+    s_velocity = min(
+        s_velocity, float(np.min(np.sqrt(0.5 * limits.acceleration / np.maximum(d2, 1e-12))))
+    )
+    s_velocity = min(s_velocity, rate_limit)
+    s_acceleration = float(np.min(0.5 * limits.acceleration / np.maximum(d1, 1e-12)))
+    s_jerk = float(np.min(limits.jerk / np.maximum(d1, 1e-12))) * 0.5
+    return TimedPath(waypoints.copy(), s_velocity, s_acceleration, s_jerk)
+
+
+def _derivative_bounds(waypoints: Array) -> tuple[Array, Array]:
+    """The largest |dq/ds| and |d²q/ds²| per joint, sampled densely along the path."""
+    curve = _Hermite(waypoints)
+    _, dq, ddq = curve.many(np.linspace(0.0, 1.0, 8 * curve.segments + 1))
+    # Sampling can miss the exact maximum between samples: keep a margin.
+    return np.abs(dq).max(axis=0) * 1.05, np.abs(ddq).max(axis=0) * 1.05
+
+
+class PathMotion(Motion):
+    """Follow a `TimedPath` — samples of a path at uniform steps of its parameter s ∈ [0, 1] —
+    starting and ending at rest.
+
+    q(s) is a cubic Hermite (Catmull-Rom) interpolation of the waypoints, hence C¹. s(t) is a
+    jerk-limited 1-DOF profile within the path's bounds, which keep every joint within its
+    limits: q̇ = q'(s) ṡ and q̈ = q'(s) s̈ + q''(s) ṡ², bounded with the largest |q'| and |q''|
+    along the path (`plan_path`).
+    """
+
+    def __init__(self, path: TimedPath) -> None:
+        waypoints = path.waypoints
         if waypoints.ndim != 2 or waypoints.shape[0] < 2 or not np.all(np.isfinite(waypoints)):
             raise PlanningError("a path needs at least 2 finite waypoints")
-        self._q = waypoints.copy()
-        self._segments = waypoints.shape[0] - 1
-        self._tangents = self._catmull_rom_tangents(self._q)
+        bounds = np.array([path.s_velocity, path.s_acceleration, path.s_jerk])
+        if not np.all(np.isfinite(bounds) & (bounds > 0.0)):
+            raise PlanningError(f"path time scaling bounds {bounds.tolist()} must be > 0, finite")
+        self._curve = _Hermite(waypoints)
         self.target = waypoints[-1].copy()
-        d1, d2 = self._derivative_bounds()
-        s_velocity = float(np.min(limits.velocity / np.maximum(d1, 1e-12)))
-        # Split the acceleration budget: half for q' s̈, half for q'' ṡ² at the top speed.
-        s_velocity = min(
-            s_velocity, float(np.min(np.sqrt(0.5 * limits.acceleration / np.maximum(d2, 1e-12))))
-        )
-        s_velocity = min(s_velocity, rate_limit)
-        s_acceleration = float(np.min(0.5 * limits.acceleration / np.maximum(d1, 1e-12)))
-        s_jerk = float(np.min(limits.jerk / np.maximum(d1, 1e-12))) * 0.5
         inp = _ruckig_input(
             Setpoint.at_rest(np.zeros(1)),
-            MotionLimits(np.array([s_velocity]), np.array([s_acceleration]), np.array([s_jerk])),
+            MotionLimits(bounds[:1], bounds[1:2], bounds[2:]),
         )
         inp.target_position = [1.0]
         inp.target_velocity = [0.0]
         inp.target_acceleration = [0.0]
         self._profile = _calculate(inp, "path time scaling")
         self.duration = float(self._profile.duration)
+
+    def sample(self, t: float) -> Setpoint:
+        s, s_dot, s_ddot = (x[0] for x in self._profile.at_time(min(max(t, 0.0), self.duration)))
+        q, dq, ddq = self._curve.at(s)
+        return Setpoint(q, dq * s_dot, dq * s_ddot + ddq * s_dot * s_dot)
+
+
+class _Hermite:
+    """The Catmull-Rom curve through waypoints (m, n) at uniform steps of s ∈ [0, 1]."""
+
+    def __init__(self, waypoints: Array) -> None:
+        self._q = waypoints
+        self.segments = waypoints.shape[0] - 1
+        self._tangents = self._catmull_rom_tangents(waypoints)
 
     @staticmethod
     def _catmull_rom_tangents(q: Array) -> Array:
@@ -244,16 +297,16 @@ class PathMotion(Motion):
         tangents[-1] = q[-1] - q[-2]
         return tangents
 
-    def _hermite(self, s: float) -> tuple[Array, Array, Array]:
+    def at(self, s: float) -> tuple[Array, Array, Array]:
         """q, dq/ds, d²q/ds² at s ∈ [0, 1] (per tick: plain floats for the basis, fast)."""
-        x = min(max(s, 0.0), 1.0) * self._segments
-        i = min(int(x), self._segments - 1)
+        x = min(max(s, 0.0), 1.0) * self.segments
+        i = min(int(x), self.segments - 1)
         return self._combine(i, x - i)
 
-    def _hermite_many(self, s: Array) -> tuple[Array, Array, Array]:
+    def many(self, s: Array) -> tuple[Array, Array, Array]:
         """q, dq/ds, d²q/ds² (k × n) at each of the k values of `s` in [0, 1], at once."""
-        x = np.clip(s, 0.0, 1.0) * self._segments
-        i = np.minimum(x.astype(np.intp), self._segments - 1)
+        x = np.clip(s, 0.0, 1.0) * self.segments
+        i = np.minimum(x.astype(np.intp), self.segments - 1)
         return self._combine(i, (x - i)[:, None])
 
     def _combine(self, i: Any, u: Any) -> tuple[Array, Array, Array]:
@@ -273,21 +326,8 @@ class PathMotion(Motion):
             3 * u**2 - 2 * u,
         )
         e00, e10, e01, e11 = 12 * u - 6, 6 * u - 4, -12 * u + 6, 6 * u - 2
-        n = self._segments
+        n = self.segments
         q = h00 * p0 + h10 * m0 + h01 * p1 + h11 * m1
         dq = (d00 * p0 + d10 * m0 + d01 * p1 + d11 * m1) * n
         ddq = (e00 * p0 + e10 * m0 + e01 * p1 + e11 * m1) * n * n
         return q, dq, ddq
-
-    def _derivative_bounds(self) -> tuple[Array, Array]:
-        """The largest |dq/ds| and |d²q/ds²| per joint, sampled densely along the path."""
-        # One array operation, not a Python loop: the control loop builds this at a tick (a
-        # linear path of a few hundred samples took 20-120 ms that way).
-        _, dq, ddq = self._hermite_many(np.linspace(0.0, 1.0, 8 * self._segments + 1))
-        # Sampling can miss the exact maximum between samples: keep a margin.
-        return np.abs(dq).max(axis=0) * 1.05, np.abs(ddq).max(axis=0) * 1.05
-
-    def sample(self, t: float) -> Setpoint:
-        s, s_dot, s_ddot = (x[0] for x in self._profile.at_time(min(max(t, 0.0), self.duration)))
-        q, dq, ddq = self._hermite(s)
-        return Setpoint(q, dq * s_dot, dq * s_ddot + ddq * s_dot * s_dot)

@@ -37,12 +37,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from armd.hardware import ArmHardware
-from armd.loop import ControlLoop, LoopSettings, MoveRequest
+from armd.loop import ControlLoop, LoopSettings
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
-from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.protocol import Event, FaultChanged, ModeChanged, MoveTo, Reset
+from armd.safety import SafetyThresholds
 from armd.timing import Schedule
 from armd.trajectory import MotionLimits
 from armd.transmission import ArmTransmission, Transmission
+from armd.wiring import ControlSetup, build_loop
 from drivers import Driver, DriverError
 from drivers.dynamixel import DynamixelDriver, DynamixelParams
 from drivers.dynamixel_sim import SimulatedDynamixelChain
@@ -195,8 +197,8 @@ def q(shoulder: float, elbow: float) -> Array:
     return np.array([shoulder, elbow, WRIST])
 
 
-def move(goal_id: str, shoulder: float, elbow: float, speed: float = 1.0) -> MoveRequest:
-    return MoveRequest(goal_id, LIMITS.scaled(speed), target=q(shoulder, elbow))
+def move(goal_id: str, shoulder: float, elbow: float, speed: float = 1.0) -> MoveTo:
+    return MoveTo(goal_id, q(shoulder, elbow), LIMITS.scaled(speed))
 
 
 # -- the rig -------------------------------------------------------------------------------------
@@ -209,16 +211,25 @@ class HwRig:
     loop: ControlLoop
     hardware: ArmHardware
     sent: list[SentCommand]
+    tree: KinematicTree
     statuses: list[StatusUpdate] = field(default_factory=list)
     faults: list[Fault | None] = field(default_factory=list)
     modes: list[Mode] = field(default_factory=list)
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, StatusUpdate):
+            self.statuses.append(event)
+        elif isinstance(event, FaultChanged):
+            self.faults.append(event.fault)
+        elif isinstance(event, ModeChanged):
+            self.modes.append(event.mode)
 
     async def run_until(
         self, condition: Callable[[], bool], what: str, timeout_s: float = 10.0
     ) -> None:
         """Tick on the loop's real schedule until `condition()` holds (checked before each tick)."""
         deadline = time.monotonic() + timeout_s
-        await self.loop.run(lambda: condition() or time.monotonic() > deadline)
+        await self.loop.run(until=lambda: condition() or time.monotonic() > deadline)
         if not condition():
             loop = self.loop
             raise AssertionError(
@@ -228,7 +239,7 @@ class HwRig:
 
     async def run_for(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        await self.loop.run(lambda: time.monotonic() > deadline)
+        await self.loop.run(until=lambda: time.monotonic() > deadline)
 
     async def settle(self, what: str = "the stop to end", timeout_s: float = 10.0) -> None:
         """Tick until no motion or stop is under way."""
@@ -241,7 +252,7 @@ class HwRig:
         return [s for s in self.statuses if s.goal_id == goal_id and s.status.is_final]
 
     def assert_within_limits(self) -> None:
-        assert_commands_within_limits(self.sent, self.loop.tree.limits, PERIOD_S)
+        assert_commands_within_limits(self.sent, self.tree.limits, PERIOD_S)
 
     def last_restart(self) -> SentCommand:
         """The first command of the latest stretch of control (after the latest reset)."""
@@ -258,27 +269,27 @@ async def start_rig(
     tree = small_arm()
     hardware = ArmHardware(drivers, transmission)
     await hardware.open()
-    lists: tuple[list[StatusUpdate], list[Fault | None], list[Mode]] = ([], [], [])
-    loop = ControlLoop(
-        tree,
-        "tool",
-        hardware,
-        SafetyMonitor(tree.joint_names, tree.limits.lower, tree.limits.upper, THRESHOLDS),
-        LIMITS,
-        LoopSettings(
+    setup = ControlSetup(
+        name="small-arm",
+        joint_names=tuple(tree.joint_names),
+        lower=np.array(tree.limits.lower),
+        upper=np.array(tree.limits.upper),
+        limits=LIMITS,
+        loop=LoopSettings(
             period_s=PERIOD_S,
-            telemetry_every=10,
             joint_tolerance=0.01,
             settle_timeout_s=2.0,
             disable_on_fault=disable_on_fault,
         ),
-        Schedule(PERIOD_S, time.monotonic),
-        lists[0].append,
-        lists[1].append,
-        lambda telemetry: None,
-        on_mode_change=lists[2].append,
+        safety=THRESHOLDS,
+        transmission=transmission,
+        drivers={},  # built by the caller, on its own buses
+        realtime_priority=0,
     )
-    return HwRig(loop, hardware, record_writes(loop), *lists)
+    rig = HwRig(None, hardware, [], tree)  # type: ignore[arg-type]
+    rig.loop = build_loop(setup, hardware, Schedule(PERIOD_S, time.monotonic), rig.emit)
+    rig.sent = record_writes(rig.loop)
+    return rig
 
 
 async def stop_rig(rig: HwRig) -> None:
@@ -539,7 +550,7 @@ async def start_moving(bench: Bench, goal_id: str = "g") -> None:
     """Wait for the loop to enable, then start a long move and wait until it is well under way."""
     rig, loop = bench.rig, bench.rig.loop
     await rig.run_until(lambda: loop.mode == Mode.HOLDING, "the loop to enable")
-    loop.submit(move(goal_id, 1.2, -1.0))
+    loop.handle(move(goal_id, 1.2, -1.0))
     await rig.run_until(
         lambda: loop.commanded is not None and abs(loop.commanded.velocity[0]) > 0.5,
         "the motion to be under way",
@@ -556,7 +567,7 @@ def assert_latched(rig: HwRig, fault: Fault) -> None:
 
 async def assert_goals_refused_while_latched(rig: HwRig, goal_id: str = "refused") -> None:
     mode = rig.loop.mode
-    rig.loop.submit(move(goal_id, 0.0, 0.0))
+    rig.loop.handle(move(goal_id, 0.0, 0.0))
     await rig.run_until(lambda: rig.final(goal_id) is not None, "the refusal")
     reason = f"arm is {mode.value}: reset first"
     assert rig.finals(goal_id) == [StatusUpdate(goal_id, GoalStatus.ABORTED, reason)]
@@ -567,7 +578,7 @@ async def assert_reset_restarts_from_the_measured_position(bench: Bench) -> None
     position (and the true shaft position within the encoder resolution), it holds there without
     a jump, and a new goal succeeds."""
     rig, loop = bench.rig, bench.rig.loop
-    loop.reset()
+    loop.handle(Reset())
     await rig.run_until(lambda: loop.mode == Mode.HOLDING, "the reset to re-enable")
     assert loop.fault is None
     assert rig.faults[-1] is None
@@ -581,7 +592,7 @@ async def assert_reset_restarts_from_the_measured_position(bench: Bench) -> None
     np.testing.assert_allclose(bench.true_q(), restart.position, atol=tolerance)
 
     goal_id = f"after-reset-{len(rig.statuses)}"
-    loop.submit(move(goal_id, 0.2, 0.3))
+    loop.handle(move(goal_id, 0.2, 0.3))
     await rig.run_until(lambda: rig.final(goal_id) is not None, "the new goal to end")
     assert rig.finals(goal_id) == [StatusUpdate(goal_id, GoalStatus.SUCCEEDED)]
     assert loop.measured is not None

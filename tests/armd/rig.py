@@ -1,5 +1,6 @@
 """A control loop on the simulated UR5, ticked by hand on a manual clock (shared by the loop and
-goal-pipeline tests)."""
+goal-pipeline tests). The loop runs in-process through the same two calls as in the control
+process: `handle(command)` and `emit(event)`."""
 
 from __future__ import annotations
 
@@ -9,14 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from armd.goals import GoalPipeline, PlanSettings
-from armd.hardware import ArmHardware
-from armd.loop import ControlLoop, LoopSettings, MoveRequest
-from armd.messages import Fault, StatusUpdate, Telemetry
-from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.loop import ControlLoop, LoopSettings
+from armd.messages import Fault, StatusUpdate
+from armd.protocol import Event, FaultChanged, LoopPort, MoveTo, Sample
+from armd.safety import SafetyThresholds
 from armd.statuses import StatusLedger
 from armd.timing import Schedule
 from armd.trajectory import MotionLimits
 from armd.transmission import ArmTransmission, Transmission
+from armd.wiring import ControlSetup, DriverSetup, build_hardware, build_loop
 from drivers.sim import ManualClock, SimDriver
 from kinematics import JointLimit, KinematicTree
 
@@ -32,10 +34,26 @@ class Rig:
     loop: ControlLoop
     driver: SimDriver
     clock: ManualClock
+    tree: KinematicTree
     statuses: list[StatusUpdate] = field(default_factory=list)
     faults: list[Fault | None] = field(default_factory=list)
-    telemetry: list[Telemetry] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     commands: list[tuple[int, np.ndarray]] = field(default_factory=list)  # (limiter resets, q)
+    ledger: StatusLedger | None = None  # statuses go through it (as in the daemon) when set
+    port: LoopPort | None = None  # the daemon's side, in-process
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, StatusUpdate):
+            if self.ledger is None:
+                self.statuses.append(event)
+            else:
+                self.ledger.report(event)
+        elif isinstance(event, FaultChanged):
+            self.faults.append(event.fault)
+        elif isinstance(event, Sample):
+            self.samples.append(event)
+            if self.port is not None:
+                self.port.take(event)
 
     async def run(self, ticks: int) -> None:
         for _ in range(ticks):
@@ -93,50 +111,43 @@ async def make_rig(
             for i in range(tree.dof)
         }
     )
-    driver = SimDriver(params, clock=clock)
-    hardware = ArmHardware({"sim": driver}, transmission)
-    limits = LIMITS
-    monitor = SafetyMonitor(
-        tree.joint_names,
-        tree.limits.lower,
-        tree.limits.upper,
-        SafetyThresholds(
+    setup = ControlSetup(
+        name="rig",
+        joint_names=tuple(tree.joint_names),
+        lower=np.array(tree.limits.lower),
+        upper=np.array(tree.limits.upper),
+        limits=LIMITS,
+        loop=LoopSettings(
+            period_s=PERIOD,
+            joint_tolerance=0.005,
+            settle_timeout_s=2.0,
+            disable_on_fault=disable_on_fault,
+        ),
+        safety=SafetyThresholds(
             stale_hold_s=0.05,
             stale_fault_s=0.25,
             following_error=0.05,
             following_error_per_velocity=0.1,
             limit_tolerance=0.02,
         ),
+        transmission=transmission,
+        drivers={"sim": DriverSetup("sim", "sim", SimDriver, params, tuple(tree.joint_names))},
+        realtime_priority=0,
     )
-    settings = LoopSettings(
-        period_s=PERIOD,
-        telemetry_every=5,
-        joint_tolerance=0.005,
-        settle_timeout_s=2.0,
-        disable_on_fault=disable_on_fault,
-    )
-    rig_lists: dict[str, list] = {"s": [], "f": [], "t": []}  # type: ignore[type-arg]
-    loop = ControlLoop(
-        tree,
-        "tool0",
-        hardware,
-        monitor,
-        limits,
-        settings,
-        Schedule(PERIOD, clock),
-        rig_lists["s"].append if statuses is None else statuses.report,
-        rig_lists["f"].append,
-        rig_lists["t"].append,
-    )
+    hardware = build_hardware(setup, clock)
+    driver = hardware.drivers["sim"]
+    assert isinstance(driver, SimDriver)
+    rig = Rig(None, driver, clock, tree, ledger=statuses)  # type: ignore[arg-type]
+    rig.loop = build_loop(setup, hardware, Schedule(PERIOD, clock), rig.emit)
     await hardware.open()
-    return Rig(loop, driver, clock, rig_lists["s"], rig_lists["f"], rig_lists["t"])
+    return rig
 
 
 def assert_within_limits(rig: Rig) -> None:
     """Every command within the position limits; velocity and acceleration (finite differences)
     within theirs, inside each stretch of continuous control (a reset restarts from the measured
     position, which is where the drive already is)."""
-    limits = rig.loop.tree.limits
+    limits = rig.tree.limits
     segments: dict[int, list[np.ndarray]] = {}
     for resets, q in rig.commands:
         segments.setdefault(resets, []).append(q)
@@ -150,8 +161,8 @@ def assert_within_limits(rig: Rig) -> None:
         assert np.all(np.abs(acceleration) <= ACCELERATION * (1 + 1e-6) + 1e-6)
 
 
-def move(goal_id: str, target: list[float], speed: float = 1.0) -> MoveRequest:
-    return MoveRequest(goal_id, LIMITS.scaled(speed), target=np.array(target))
+def move(goal_id: str, target: list[float], speed: float = 1.0) -> MoveTo:
+    return MoveTo(goal_id, np.array(target), LIMITS.scaled(speed))
 
 
 async def pipeline_rig(
@@ -163,6 +174,7 @@ async def pipeline_rig(
     ledger = StatusLedger(statuses.append)
     rig = await make_rig(q0, statuses=ledger)
     rig.statuses = statuses
+    rig.port = LoopPort(rig.loop.handle, ledger.report, rig.tree.dof)
     await rig.run(1)
-    pipeline = GoalPipeline(rig.loop.tree, "tool0", rig.loop, LIMITS, settings, ledger)
+    pipeline = GoalPipeline(rig.tree, "tool0", rig.port, LIMITS, settings, ledger)
     return rig, pipeline, statuses

@@ -8,6 +8,8 @@ import asyncio
 import os
 import signal
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,33 +19,48 @@ import numpy as np
 import pytest
 
 from armd.config import load_config
-from armd.control_link import Status, Submit, read_message, write_message
-from armd.control_process import loop_settings, motion_limits
+from armd.control_client import ControlClient
+from armd.control_link import read_message, write_message
 from armd.errors import ArmdError
-from armd.loop import MoveRequest, StopRequest
-from armd.messages import Fault, GoalStatus, Mode, StatusUpdate, Telemetry
-from armd.remote_loop import ControlReports, RemoteLoop
+from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
+from armd.protocol import (
+    EngageEstop,
+    Event,
+    FaultChanged,
+    FollowPath,
+    ModeChanged,
+    MoveTo,
+    Ready,
+    Reset,
+    Sample,
+    Stop,
+)
+from armd.trajectory import TimedPath
+from armd.wiring import ControlSetup, control_setup
 from tests.system.helpers import write_config
 
 WAIT_S = 30.0
 
 
 @dataclass
-class Reports:
+class Events:
     statuses: list[StatusUpdate] = field(default_factory=list)
     faults: list[Fault | None] = field(default_factory=list)
-    telemetry: list[Telemetry] = field(default_factory=list)
+    samples: list[Sample] = field(default_factory=list)
     modes: list[Mode] = field(default_factory=list)
     ready: list[int] = field(default_factory=list)
 
-    def sink(self) -> ControlReports:
-        return ControlReports(
-            status=self.statuses.append,
-            fault=self.faults.append,
-            telemetry=self.telemetry.append,
-            mode=self.modes.append,
-            ready=self.ready.append,
-        )
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, StatusUpdate):
+            self.statuses.append(event)
+        elif isinstance(event, FaultChanged):
+            self.faults.append(event.fault)
+        elif isinstance(event, Sample):
+            self.samples.append(event)
+        elif isinstance(event, ModeChanged):
+            self.modes.append(event.mode)
+        elif isinstance(event, Ready):
+            self.ready.append(event.drivers)
 
     def final(self, goal_id: str) -> StatusUpdate | None:
         return next((s for s in self.statuses if s.goal_id == goal_id and s.status.is_final), None)
@@ -57,19 +74,24 @@ async def until(condition: Any, what: str, timeout_s: float = WAIT_S) -> None:
 
 @dataclass
 class Control:
-    loop: RemoteLoop
-    reports: Reports
+    client: ControlClient
+    reports: Events
     runner: asyncio.Task[None]
-    config: Path
+    setup: ControlSetup
+
+
+def setup_of(config: Path) -> ControlSetup:
+    return control_setup(load_config(config))
 
 
 async def start_control(config: Path) -> Control:
-    reports = Reports()
-    remote = RemoteLoop(config, loop_settings(load_config(config)), reports.sink())
-    await remote.start()
-    runner = asyncio.create_task(remote.run())
-    await until(lambda: reports.ready and remote.mode == Mode.HOLDING, "holding")
-    return Control(remote, reports, runner, config)
+    events = Events()
+    setup = setup_of(config)
+    client = ControlClient(setup, events)
+    await client.start()
+    runner = asyncio.create_task(client.run())
+    await until(lambda: events.ready and client.port.latest.mode == Mode.HOLDING, "holding")
+    return Control(client, events, runner, setup)
 
 
 @pytest.fixture
@@ -79,78 +101,78 @@ async def control(tmp_path: Path) -> AsyncIterator[Control]:
         yield started
     finally:
         started.runner.cancel()
-        await started.loop.close()
+        await started.client.close()
 
 
-def move(control: Control, goal_id: str, offset: float, speed: float = 1.0) -> MoveRequest:
-    measured = control.loop.measured
+def move(control: Control, goal_id: str, offset: float, speed: float = 1.0) -> MoveTo:
+    measured = control.client.port.latest.measured_position
     assert measured is not None
-    limits = motion_limits(load_config(control.config)).scaled(speed)
-    target = measured.position + np.array([offset, 0.0, 0.0, 0.0, 0.0, offset])
-    return MoveRequest(goal_id, limits, target=target)
+    target = measured + np.array([offset, 0.0, 0.0, 0.0, 0.0, offset])
+    return MoveTo(goal_id, target, control.setup.limits.scaled(speed))
 
 
 async def test_a_move_runs_in_the_control_process_and_its_statuses_come_back(
     control: Control,
 ) -> None:
-    remote, reports = control.loop, control.reports
-    assert remote.commanded is not None
-    start = remote.commanded.position.copy()
-    remote.submit(move(control, "g1", 0.2))
-    assert remote.busy  # at once, before the process has taken it in
+    port, reports = control.client.port, control.reports
+    start = port.latest.commanded_position
+    assert start is not None
+    port.send(move(control, "g1", 0.2))
+    assert port.busy  # at once, before the process has taken it in
     await until(lambda: reports.final("g1") is not None, "g1 final")
     assert reports.final("g1") == StatusUpdate("g1", GoalStatus.SUCCEEDED, None)
-    await until(lambda: not remote.busy, "not busy")
-    assert remote.commanded is not None
-    assert remote.commanded.position[0] == pytest.approx(start[0] + 0.2, abs=1e-9)
+    await until(lambda: not port.busy, "not busy")
+    commanded = port.latest.commanded_position
+    assert commanded is not None
+    assert commanded[0] == pytest.approx(start[0] + 0.2, abs=1e-9)
     assert Mode.MOVING in reports.modes
-    assert reports.telemetry  # the loop's telemetry reaches the daemon side
-    assert remote.tick_count > 0
+    assert reports.samples  # the loop's state reaches the daemon side after every tick
+    assert port.latest.tick > 0
 
 
 async def test_newest_request_wins_and_a_stop_ends_the_motion(control: Control) -> None:
-    remote, reports = control.loop, control.reports
-    remote.submit(move(control, "slow", 1.0, speed=0.2))
-    await until(lambda: remote.moving, "moving")
-    remote.submit(StopRequest("halt"))
+    port, reports = control.client.port, control.reports
+    port.send(move(control, "slow", 1.0, speed=0.2))
+    await until(lambda: port.latest.moving, "moving")
+    port.send(Stop("halt"))
     await until(lambda: reports.final("halt") is not None, "the stop answered")
     assert reports.final("slow") is not None
     assert reports.final("slow").status is GoalStatus.ABORTED  # type: ignore[union-attr]
     assert reports.final("halt") == StatusUpdate("halt", GoalStatus.SUCCEEDED, None)
-    await until(lambda: remote.mode == Mode.HOLDING and not remote.busy, "holding")
+    await until(lambda: port.latest.mode == Mode.HOLDING and not port.busy, "holding")
 
 
 async def test_a_burst_of_requests_newest_wins_and_each_gets_one_final_status(
     control: Control,
 ) -> None:
-    remote, reports = control.loop, control.reports
+    port, reports = control.client.port, control.reports
     ids = [f"burst{i}" for i in range(200)]
     for i, goal_id in enumerate(ids):  # far faster than one per tick: most wait here
-        remote.submit(move(control, goal_id, 0.1 if i % 2 else -0.1))
+        port.send(move(control, goal_id, 0.1 if i % 2 else -0.1))
     await until(lambda: all(reports.final(goal_id) for goal_id in ids), "every final status")
     finals = [s for s in reports.statuses if s.status.is_final]
     assert sorted(s.goal_id for s in finals) == sorted(ids)  # exactly one each
     assert reports.final(ids[-1]) == StatusUpdate(ids[-1], GoalStatus.SUCCEEDED, None)
     preempted = [s for s in finals if s.status is GoalStatus.PREEMPTED]
     assert len(preempted) >= len(ids) - 10, reports.statuses[-5:]
-    await until(lambda: not remote.busy, "not busy")
+    await until(lambda: not port.busy, "not busy")
 
 
 async def test_estop_latches_in_the_control_process_until_reset(control: Control) -> None:
-    remote, reports = control.loop, control.reports
-    remote.engage_estop()
-    await until(lambda: remote.mode == Mode.ESTOP, "e-stop")
-    remote.submit(move(control, "refused", 0.1))
+    port, reports = control.client.port, control.reports
+    port.send(EngageEstop())
+    await until(lambda: port.latest.mode == Mode.ESTOP, "e-stop")
+    port.send(move(control, "refused", 0.1))
     await until(lambda: reports.final("refused") is not None, "refused")
     assert reports.final("refused").status is GoalStatus.ABORTED  # type: ignore[union-attr]
-    remote.reset()
-    await until(lambda: remote.mode == Mode.HOLDING, "holding after reset")
+    port.send(Reset())
+    await until(lambda: port.latest.mode == Mode.HOLDING, "holding after reset")
 
 
 async def test_shutdown_brings_the_arm_to_rest_and_the_process_exits_0(control: Control) -> None:
-    remote, reports = control.loop, control.reports
-    remote.submit(move(control, "interrupted", 1.0, speed=0.2))
-    await until(lambda: remote.moving, "moving")
+    remote, port, reports = control.client, control.client.port, control.reports
+    port.send(move(control, "interrupted", 1.0, speed=0.2))
+    await until(lambda: port.latest.moving, "moving")
     await remote.shutdown(timeout_s=WAIT_S)
     await asyncio.wait_for(control.runner, WAIT_S)  # `run` returns after `Closed`
     assert reports.final("interrupted") is not None
@@ -159,10 +181,10 @@ async def test_shutdown_brings_the_arm_to_rest_and_the_process_exits_0(control: 
 
 
 async def test_shutdown_during_a_burst_still_answers_every_request(control: Control) -> None:
-    remote, reports = control.loop, control.reports
+    remote, port, reports = control.client, control.client.port, control.reports
     ids = [f"late{i}" for i in range(50)]
     for i, goal_id in enumerate(ids):
-        remote.submit(move(control, goal_id, 0.3 if i % 2 else -0.3, speed=0.5))
+        port.send(move(control, goal_id, 0.3 if i % 2 else -0.3, speed=0.5))
     await remote.shutdown(timeout_s=WAIT_S)
     await asyncio.wait_for(control.runner, WAIT_S)
     finals = [s for s in reports.statuses if s.status.is_final]
@@ -173,20 +195,20 @@ async def test_shutdown_during_a_burst_still_answers_every_request(control: Cont
 async def test_the_control_process_ignores_sigterm_and_stops_when_the_daemon_goes(
     control: Control,
 ) -> None:
-    remote = control.loop
+    remote, port = control.client, control.client.port
     assert remote.pid is not None
     os.kill(remote.pid, signal.SIGTERM)  # systemd signals the whole cgroup: the daemon decides
     await asyncio.sleep(0.3)
     assert remote.running
-    remote.submit(move(control, "orphaned", 1.0, speed=0.2))
-    await until(lambda: remote.moving, "moving")
+    port.send(move(control, "orphaned", 1.0, speed=0.2))
+    await until(lambda: port.latest.moving, "moving")
     control.runner.cancel()
     assert await remote.close() == 0  # the link closed: the arm comes to rest, the drives close
 
 
 async def test_a_dead_control_process_is_an_error_of_the_daemon(control: Control) -> None:
-    assert control.loop.pid is not None
-    os.kill(control.loop.pid, signal.SIGKILL)
+    assert control.client.pid is not None
+    os.kill(control.client.pid, signal.SIGKILL)
     with pytest.raises(ArmdError, match=r"control process ended unexpectedly \(exit code -9\)"):
         await asyncio.wait_for(control.runner, WAIT_S)
 
@@ -221,18 +243,22 @@ async def test_drivers_that_cannot_open_are_a_clear_start_up_error(tmp_path: Pat
             },
         },
     )
-    remote = RemoteLoop(config, loop_settings(load_config(config)), Reports().sink())
+    client = ControlClient(setup_of(config), Events())
     with pytest.raises(ArmdError, match=r"cannot open the drivers: .*no-such-port"):
-        await remote.start()
+        await client.start()
 
 
-async def test_an_invalid_config_is_a_clear_start_up_error(tmp_path: Path) -> None:
-    config = write_config(tmp_path, 1)
-    settings = loop_settings(load_config(config))
-    config.write_text(config.read_text() + "\nloop_hz: -5\n")  # changed after the daemon read it
-    remote = RemoteLoop(config, settings, Reports().sink())
-    with pytest.raises(ArmdError, match=r"invalid configuration: .*loop_hz"):
-        await remote.start()
+def test_the_control_process_imports_neither_the_kinematics_nor_numba() -> None:
+    """A lean real-time process: the daemon computes the forward kinematics."""
+    script = (
+        "import sys, armd.control_process, armd.wiring, drivers.sim; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('kinematics', 'numba', 'llvmlite', 'armd.config')); print(heavy)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 # -- framing ---------------------------------------------------------------------------------------
@@ -245,8 +271,8 @@ async def stream_pair() -> tuple[Any, Any]:
 
 async def test_frames_arrive_whole_and_in_order_and_the_end_reads_as_none() -> None:
     (_, writer), (reader, _) = await stream_pair()
-    request = StopRequest("s1", "why", GoalStatus.PREEMPTED)
-    messages = [Submit(1, request), Status(StatusUpdate("g", GoalStatus.ACCEPTED, None))] * 50
+    request = Stop("s1", "why", GoalStatus.PREEMPTED)
+    messages = [request, StatusUpdate("g", GoalStatus.ACCEPTED, None)] * 50
     for message in messages:
         write_message(writer, message)
     writer.close()
@@ -277,17 +303,16 @@ async def test_requests_it_cannot_follow_end_their_goal_and_the_process_carries_
 ) -> None:
     """Issue 10: the control process checks every request; a speed that became a subnormal
     jerk limit took it down ("RuckigError: maximum jerk limit -nan")."""
-    remote, reports = control.loop, control.reports
+    remote, port, reports = control.client, control.client.port, control.reports
     good = move(control, "good", 0.1)
-    assert good.target is not None
-    bad = [
+    bad: list[MoveTo | FollowPath] = [
         replace(good, goal_id="subnormal", limits=good.limits.scaled(1.0).scaled(1e-300)),
         replace(good, goal_id="nan", target=np.full(6, np.nan)),
         replace(good, goal_id="far", target=np.full(6, 1e308)),
-        MoveRequest("no-path", good.limits, path=np.zeros((0, 6))),
+        FollowPath("no-path", TimedPath(np.zeros((0, 6)), 1.0, 1.0, 1.0)),
     ]
     for request in bad:
-        remote.submit(request)
+        port.send(request)
         goal_id = request.goal_id
         await until(lambda g=goal_id: reports.final(g) is not None, goal_id)  # type: ignore[misc]
         final = reports.final(request.goal_id)
@@ -295,7 +320,7 @@ async def test_requests_it_cannot_follow_end_their_goal_and_the_process_carries_
         assert final.status is GoalStatus.ABORTED, final
         assert final.reason, final
     assert remote.running
-    assert remote.mode == Mode.HOLDING
-    remote.submit(move(control, "after", 0.1))
+    assert port.latest.mode == Mode.HOLDING
+    port.send(move(control, "after", 0.1))
     await until(lambda: reports.final("after") is not None, "after")
     assert reports.final("after") == StatusUpdate("after", GoalStatus.SUCCEEDED, None)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from armd.messages import GoalStatus, Mode, StatusUpdate
+from armd.protocol import Reset
 from drivers.dynamixel import FAULT_BUS_WATCHDOG
 from drivers.dynamixel_protocol import Addr, HardwareError
 from tests.armd.hw_rigs import (
@@ -117,7 +118,7 @@ async def test_an_unplugged_adapter_faults_reconnects_on_a_new_chain_and_needs_a
 
         assert await hardware.reconnect() == []  # nothing behind the link
         assert str(bench.port.link) in hardware.failed["dxl"]
-        loop.reset()
+        loop.handle(Reset())
         await rig.run_for(0.2)
         assert_latched(rig, fault)  # refused: the port is not back
         await assert_goals_refused_while_latched(rig)

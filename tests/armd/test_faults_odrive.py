@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from armd.messages import GoalStatus, Mode, StatusUpdate
+from armd.protocol import Reset
 from drivers.odrive_protocol import AxisError, AxisState
 from tests.armd.hw_rigs import (
     ODriveBench,
@@ -117,7 +118,7 @@ async def test_a_lost_bus_faults_reconnects_only_when_back_and_needs_a_reset() -
 
         assert await hardware.reconnect() == []  # the interface is missing
         assert "odrive" in hardware.failed
-        loop.reset()
+        loop.handle(Reset())
         await rig.run_for(0.2)
         assert_latched(rig, fault)  # refused: the bus is not back
         bench.bus.plug()

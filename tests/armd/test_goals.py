@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from armd.goals import GoalPipeline, PlanSettings, Rejected
-from armd.loop import MoveRequest, StopRequest
 from armd.messages import GoalStatus, JointsGoal, PoseGoal, StatusUpdate, StopGoal
+from armd.protocol import FollowPath, MoveTo, Stop
 from kinematics.ik import IKOptions
 from tests.armd.rig import LIMITS, Rig
 from tests.armd.rig import pipeline_rig as rig_with_pipeline
@@ -37,7 +37,8 @@ def reason_of(goal: PoseGoal | JointsGoal, pipeline: GoalPipeline) -> str:
 async def test_joints_goal_plans_a_joint_target_keeping_unnamed_joints() -> None:
     rig, pipeline, _ = await pipeline_rig()
     request = pipeline.plan(JointsGoal("j", {"elbow_joint": 1.0}, speed=0.5))
-    assert request.target is not None
+    assert isinstance(request, MoveTo)
+    assert request.tolerance is None  # the loop's joint tolerance
     expected = rig.loop.commanded.position.copy()  # type: ignore[union-attr]
     expected[2] = 1.0
     np.testing.assert_allclose(request.target, expected, atol=1e-12)
@@ -55,17 +56,24 @@ async def test_joints_out_of_limits_and_fixed_joints_are_rejected_with_reasons()
 async def test_pose_goal_is_solved_from_the_measured_state() -> None:
     rig, pipeline, _ = await pipeline_rig()
     q_target = Q0 + np.array([0.3, 0.2, -0.2, 0.1, 0.2, 0.0])
-    target = rig.loop.tree.fk(q_target, "tool0")
+    target = rig.tree.fk(q_target, "tool0")
     goal = PoseGoal("p", tuple(target.translation), tuple(target.quaternion))  # type: ignore[arg-type]
     request = pipeline.plan(goal)
-    assert request.target is not None
-    reached = rig.loop.tree.fk(request.target, "tool0")
+    assert isinstance(request, MoveTo)
+    reached = rig.tree.fk(request.target, "tool0")
     distance, angle = reached.distance_to(target)
     assert distance < 1e-5
     assert angle < 1e-4
-    assert request.tcp_target is not None
-    assert request.tcp_link == "tool0"
     assert np.max(np.abs(request.target - Q0)) <= 1.0
+    # Success needs the tool within the pose tolerance: joints within a tolerance that keeps it
+    # there whatever the joints' errors (first order), checked here against the FK.
+    assert request.tolerance is not None
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        error = rng.choice([-1.0, 1.0], size=6) * request.tolerance
+        off, turned = rig.tree.fk(request.target + error, "tool0").distance_to(reached)
+        assert off <= 1e-3 * 1.01
+        assert turned <= 1e-2 * 1.01
 
 
 async def test_unreachable_pose_is_rejected() -> None:
@@ -79,7 +87,7 @@ async def test_pose_that_needs_a_branch_jump_is_rejected_with_that_reason() -> N
     rig, pipeline, _ = await pipeline_rig()
     far = Q0.copy()
     far[0] += 2.5  # the same arm shape, turned far around the base
-    target = rig.loop.tree.fk(far, "tool0")
+    target = rig.tree.fk(far, "tool0")
     reason = reason_of(
         PoseGoal("p", tuple(target.translation), tuple(target.quaternion)),  # type: ignore[arg-type]
         pipeline,
@@ -89,25 +97,27 @@ async def test_pose_that_needs_a_branch_jump_is_rejected_with_that_reason() -> N
 
 async def test_linear_goal_samples_a_straight_tool_path() -> None:
     rig, pipeline, _ = await pipeline_rig()
-    start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    start = rig.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
     end = start.translation + np.array([0.0, 0.1, -0.05])
     request = pipeline.plan(PoseGoal("l", tuple(end), motion="linear"))  # type: ignore[arg-type]
-    assert request.path is not None
-    np.testing.assert_array_equal(request.path[0], rig.loop.commanded.position)  # type: ignore[union-attr]
+    assert isinstance(request, FollowPath)
+    waypoints = request.path.waypoints
+    np.testing.assert_array_equal(waypoints[0], rig.loop.commanded.position)  # type: ignore[union-attr]
     direction = (end - start.translation) / np.linalg.norm(end - start.translation)
-    for q in request.path:
-        pose = rig.loop.tree.fk(q, "tool0")
+    for q in waypoints:
+        pose = rig.tree.fk(q, "tool0")
         offset = pose.translation - start.translation
         off_line = offset - np.dot(offset, direction) * direction
         assert np.linalg.norm(off_line) < 1e-4
         _, angle = pose.distance_to(start)
         assert angle < 1e-3  # orientation kept for a position-only linear goal
-    assert request.path_rate_limit == pytest.approx(0.25 / np.linalg.norm(end - start.translation))
+    # planned before the seam: the Cartesian speed limit bounds the path rate
+    assert request.path.s_velocity <= 0.25 / np.linalg.norm(end - start.translation) * (1 + 1e-12)
 
 
 async def test_linear_goal_out_of_reach_is_rejected_before_moving() -> None:
     rig, pipeline, _ = await pipeline_rig()
-    start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    start = rig.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
     end = start.translation + np.array([2.0, 0.0, 0.0])
     reason = reason_of(PoseGoal("l", tuple(end), motion="linear"), pipeline)  # type: ignore[arg-type]
     assert reason.startswith("target unreachable within the joint limits: IK did not converge")
@@ -116,7 +126,7 @@ async def test_linear_goal_out_of_reach_is_rejected_before_moving() -> None:
 async def test_linear_goal_blocked_on_the_way_is_rejected_before_moving() -> None:
     """The end is reachable, the straight line to it is not (it passes through the base)."""
     rig, pipeline, _ = await pipeline_rig()
-    start = rig.loop.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    start = rig.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
     end = start.translation * np.array([-1.0, -1.0, 1.0])
     reason = reason_of(PoseGoal("l", tuple(end), motion="linear"), pipeline)  # type: ignore[arg-type]
     assert reason.startswith("linear path infeasible at ")
@@ -146,7 +156,7 @@ async def test_stop_goes_straight_to_the_loop() -> None:
         StatusUpdate("a", GoalStatus.ACCEPTED),
         StatusUpdate("a", GoalStatus.PREEMPTED, "superseded by s before it was planned"),
     ]
-    assert isinstance(rig.loop._pending, StopRequest)
+    assert isinstance(rig.loop._pending, Stop)
     await rig.run(3)
     assert statuses[2:] == [
         StatusUpdate("s", GoalStatus.ACCEPTED),
@@ -167,7 +177,7 @@ async def test_a_request_reaches_the_loop_as_planned() -> None:
     assert isinstance(goal, JointsGoal)
     await pipeline._handle(goal)
     assert statuses == [StatusUpdate("x", GoalStatus.ACCEPTED)]
-    assert isinstance(rig.loop._pending, MoveRequest)
+    assert isinstance(rig.loop._pending, MoveTo)
     await rig.run_until(lambda: rig.final("x") is not None)
     assert rig.final("x").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
     assert abs(rig.loop.measured.position[0] - 0.4) < 0.005  # type: ignore[union-attr]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from armd.goals import KEYPOINTS_TOLERANCE, GoalPipeline, PlanSettings, Rejected
 from armd.messages import GoalStatus, KeypointsGoal, Mode, Rejection, StatusUpdate
 from armd.payloads import parse_goal
+from armd.protocol import EngageEstop, MoveTo
 from kinematics import KinematicTree
 from kinematics.ik import IKOptions
 from tests.armd.rig import LIMITS, ROBOTS, Rig, assert_within_limits
@@ -181,22 +182,22 @@ def reason_of(goal: KeypointsGoal, pipeline: GoalPipeline) -> str:
 
 async def test_keypoints_goal_plans_a_joint_target_with_the_requested_directions() -> None:
     rig, pipeline, _ = await pipeline_rig()
-    tree = rig.loop.tree
+    tree = rig.tree
     q_shape = Q0 + np.array([0.4, 0.3, -0.5, 0.2, 0.3, 0.0])
     points = shape_of(tree, q_shape, (2.0, 0.5, 1.7))
     request = pipeline.plan(keypoints_goal("k", points, speed=0.5))
-    assert request.target is not None
+    assert isinstance(request, MoveTo)
     assert worst_direction_error(tree, request.target, points) < 1e-6
     np.testing.assert_allclose(request.target[:5], q_shape[:5], atol=1e-6)  # the near branch
     commanded = rig.loop.commanded.position  # type: ignore[union-attr]
     assert request.target[5] == commanded[5]  # undecided (and fixed): kept
     np.testing.assert_allclose(request.limits.velocity, LIMITS.velocity * 0.5)
-    assert request.tcp_target is None
+    assert request.tolerance is None
 
 
 async def test_keypoints_goal_moves_the_arm_into_the_shape() -> None:
     rig, pipeline, statuses = await pipeline_rig()
-    tree = rig.loop.tree
+    tree = rig.tree
     points = shape_of(tree, Q0 + np.array([-0.5, 0.4, 0.3, -0.3, 0.5, 0.0]), (0.4, 2.5, 1.0))
     goal = keypoints_goal("k", points)
     pipeline.submit(goal)
@@ -211,7 +212,7 @@ async def test_keypoints_goal_moves_the_arm_into_the_shape() -> None:
 
 async def test_a_shape_our_elbow_cannot_make_is_rejected() -> None:
     rig, pipeline, _ = await pipeline_rig()
-    points = shape_of(rig.loop.tree, Q0, (1.0, 1.0, 1.0))
+    points = shape_of(rig.tree, Q0, (1.0, 1.0, 1.0))
     points[2:] += (
         0.3
         * np.cross(points[2] - points[1], points[1] - points[0])
@@ -253,7 +254,7 @@ async def test_coinciding_links_are_rejected() -> None:
 
 async def test_keypoints_goal_is_refused_in_fault_or_estop() -> None:
     rig, pipeline, _ = await pipeline_rig()
-    rig.loop.engage_estop()
+    rig.loop.handle(EngageEstop())
     await rig.run_until(lambda: rig.loop.mode is Mode.ESTOP)
-    points = shape_of(rig.loop.tree, Q0, (1.0, 1.0, 1.0))
+    points = shape_of(rig.tree, Q0, (1.0, 1.0, 1.0))
     assert reason_of(keypoints_goal("k", points), pipeline) == "arm is estop: reset first"

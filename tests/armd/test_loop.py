@@ -9,9 +9,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from armd.loop import MAX_MOTION_DURATION_S, MoveRequest, StopRequest
 from armd.messages import GoalStatus, Mode, StatusUpdate
-from armd.trajectory import MotionLimits
+from armd.moves import MAX_MOTION_DURATION_S
+from armd.protocol import EngageEstop, FollowPath, Move, Reset, Stop
+from armd.trajectory import MotionLimits, TimedPath, plan_path
 from tests.armd.rig import LIMITS, assert_within_limits, make_rig, move
 
 
@@ -28,30 +29,33 @@ async def test_starts_inactive_then_holds_the_measured_position() -> None:
     np.testing.assert_allclose(rig.loop.measured.position, q0, atol=1e-3)
 
 
-async def test_joint_move_succeeds_within_limits_and_telemetry_follows() -> None:
+async def test_joint_move_succeeds_within_limits_and_samples_follow() -> None:
     rig = await make_rig()
     await rig.run(1)
     target = [0.5, -0.4, 0.8, 0.2, -0.6, 1.0]
-    rig.loop.submit(move("g1", target))
+    rig.loop.handle(move("g1", target))
     await rig.run_until(lambda: rig.final("g1") is not None)
     assert rig.final("g1") == StatusUpdate("g1", GoalStatus.SUCCEEDED)
     np.testing.assert_allclose(rig.loop.measured.position, target, atol=0.005)
     assert rig.loop.mode == Mode.HOLDING
     assert_within_limits(rig)
     assert rig.loop.limiter.interventions == 0
-    last = rig.telemetry[-1]
-    assert last.mode in (Mode.MOVING, Mode.HOLDING)
-    expected = rig.loop.tree.fk(rig.loop.measured.position, "tool0")
-    assert np.allclose(last.tcp_position, expected.translation, atol=0.01)
+    last = rig.samples[-1]
+    assert len(rig.samples) == rig.loop.tick_count  # one per tick
+    assert last.mode == Mode.HOLDING
+    assert last.taken == 1
+    assert not last.busy
+    np.testing.assert_array_equal(last.measured_position, rig.loop.measured.position)  # type: ignore[union-attr]
+    np.testing.assert_array_equal(last.commanded_position, rig.loop.commanded.position)  # type: ignore[union-attr]
 
 
 async def test_a_new_goal_preempts_the_active_one_smoothly() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("first", [1.5, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("first", [1.5, 0, 0, 0, 0, 0]))
     await rig.run(60)
     assert rig.loop.mode == Mode.MOVING
-    rig.loop.submit(move("second", [-0.5, 0.3, 0, 0, 0, 0]))
+    rig.loop.handle(move("second", [-0.5, 0.3, 0, 0, 0, 0]))
     await rig.run_until(lambda: rig.final("second") is not None)
     assert rig.final("first") == StatusUpdate("first", GoalStatus.PREEMPTED, "preempted by second")
     assert rig.final("second").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
@@ -61,9 +65,9 @@ async def test_a_new_goal_preempts_the_active_one_smoothly() -> None:
 async def test_stop_aborts_the_motion_and_comes_to_rest() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("g", [2.5, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("g", [2.5, 0, 0, 0, 0, 0]))
     await rig.run(100)
-    rig.loop.submit(StopRequest("halt"))
+    rig.loop.handle(Stop("halt"))
     await rig.run_until(lambda: rig.final("halt") is not None)
     assert rig.final("g") == StatusUpdate("g", GoalStatus.ABORTED, "stop requested")
     assert rig.final("halt") == StatusUpdate("halt", GoalStatus.SUCCEEDED)
@@ -79,21 +83,21 @@ async def test_stop_aborts_the_motion_and_comes_to_rest() -> None:
 async def test_estop_latches_until_reset() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("g", [2.0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("g", [2.0, 0, 0, 0, 0, 0]))
     await rig.run(60)
-    rig.loop.engage_estop()
+    rig.loop.handle(EngageEstop())
     await rig.run(200)
     assert rig.loop.mode == Mode.ESTOP
     assert rig.final("g") == StatusUpdate("g", GoalStatus.ABORTED, "e-stop engaged")
-    rig.loop.submit(move("refused", [0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("refused", [0, 0, 0, 0, 0, 0]))
     await rig.run(2)
     assert rig.final("refused") == StatusUpdate(
         "refused", GoalStatus.ABORTED, "arm is estop: reset first"
     )
-    rig.loop.reset()
+    rig.loop.handle(Reset())
     await rig.run(2)
     assert rig.loop.mode == Mode.HOLDING
-    rig.loop.submit(move("after", [0.2, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("after", [0.2, 0, 0, 0, 0, 0]))
     await rig.run_until(lambda: rig.final("after") is not None)
     assert rig.final("after").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
     assert_within_limits(rig)
@@ -102,7 +106,7 @@ async def test_estop_latches_until_reset() -> None:
 async def test_device_fault_stops_latches_and_reset_restarts_from_measured() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("g", [1.0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("g", [1.0, 0, 0, 0, 0, 0]))
     await rig.run(40)
     rig.driver.motor("m2").faults.fault_code = 0x1
     await rig.run(100)
@@ -114,7 +118,9 @@ async def test_device_fault_stops_latches_and_reset_restarts_from_measured() -> 
     assert rig.final("g").status == GoalStatus.ABORTED  # type: ignore[union-attr]
     await rig.run(100)
     assert rig.loop.mode == Mode.FAULT  # latched: nothing clears it but a reset
-    rig.loop.reset()  # clears the drive's latched fault, re-enables from the measured position
+    rig.loop.handle(
+        Reset()
+    )  # clears the drive's latched fault, re-enables from the measured position
     await rig.run(5)
     assert rig.loop.mode == Mode.HOLDING
     assert rig.driver.motor("m2").faults.fault_code == 0
@@ -130,7 +136,7 @@ async def test_device_fault_stops_latches_and_reset_restarts_from_measured() -> 
 async def test_stale_feedback_holds_then_faults() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("g", [1.0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("g", [1.0, 0, 0, 0, 0, 0]))
     await rig.run(40)
     rig.driver.link("m4").drop_probability = 1.0
     await rig.run(20)  # 80 ms > stale_hold_s
@@ -141,14 +147,16 @@ async def test_stale_feedback_holds_then_faults() -> None:
     assert rig.loop.mode == Mode.FAULT
     assert rig.faults[-1].code == "stale_feedback"  # type: ignore[union-attr]
     assert rig.faults[-1].joint == "wrist_2_joint"  # type: ignore[union-attr]
-    rig.loop.reset()  # waits for the stop to end, then is refused: the feedback is still missing
+    rig.loop.handle(
+        Reset()
+    )  # waits for the stop to end, then is refused: the feedback is still missing
     await rig.run_until(lambda: not rig.loop.moving)
     await rig.run(5)
     assert rig.loop.mode == Mode.FAULT
     rig.driver.link("m4").drop_probability = 0.0
     await rig.run(5)
     assert rig.loop.mode == Mode.FAULT  # feedback back, but the fault stays latched
-    rig.loop.reset()
+    rig.loop.handle(Reset())
     await rig.run(2)
     assert rig.loop.mode == Mode.HOLDING
     assert rig.faults[-1] is None
@@ -159,7 +167,7 @@ async def test_following_error_faults_a_stuck_joint() -> None:
     rig = await make_rig()
     await rig.run(1)
     rig.driver.motor("m0").faults.stuck = True
-    rig.loop.submit(move("g", [2.0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("g", [2.0, 0, 0, 0, 0, 0]))
     await rig.run_until(lambda: rig.loop.mode == Mode.FAULT, limit_s=5.0)
     assert rig.faults[-1].code == "following_error"  # type: ignore[union-attr]
     assert rig.faults[-1].joint == "shoulder_pan_joint"  # type: ignore[union-attr]
@@ -169,11 +177,11 @@ async def test_following_error_faults_a_stuck_joint() -> None:
 async def test_disable_on_fault_turns_the_drives_off_after_the_stop() -> None:
     rig = await make_rig(disable_on_fault=True)
     await rig.run(1)
-    rig.loop.engage_estop()
+    rig.loop.handle(EngageEstop())
     await rig.run(50)
     assert rig.loop.mode == Mode.ESTOP
     assert not rig.driver.motor("m0").enabled
-    rig.loop.reset()
+    rig.loop.handle(Reset())
     await rig.run(3)
     assert rig.loop.mode == Mode.HOLDING
     assert rig.driver.motor("m0").enabled
@@ -202,13 +210,13 @@ async def test_no_sequence_of_requests_commands_outside_the_limits(script: list[
     await rig.run(1)
     for i, action in enumerate(script):
         if action[0] == "move":
-            rig.loop.submit(move(f"g{i}", list(action[1]), action[2]))
+            rig.loop.handle(move(f"g{i}", list(action[1]), action[2]))
         elif action[0] == "stop":
-            rig.loop.submit(StopRequest(f"s{i}"))
+            rig.loop.handle(Stop(f"s{i}"))
         elif action[0] == "estop":
-            rig.loop.engage_estop()
+            rig.loop.handle(EngageEstop())
         elif action[0] == "reset":
-            rig.loop.reset()
+            rig.loop.handle(Reset())
         else:
             await rig.run(action[1])
         await rig.run(3)
@@ -220,7 +228,7 @@ async def test_no_sequence_of_requests_commands_outside_the_limits(script: list[
 async def test_a_lost_bus_faults_then_reconnects_and_needs_a_reset() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("g", [1.0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("g", [1.0, 0, 0, 0, 0, 0]))
     await rig.run(40)
     rig.driver.link("m1").disconnected = True
     await rig.run_until(lambda: rig.loop.mode == Mode.FAULT, limit_s=2.0)
@@ -229,14 +237,14 @@ async def test_a_lost_bus_faults_then_reconnects_and_needs_a_reset() -> None:
     assert rig.loop.hardware.failed
     await rig.run_until(lambda: not rig.loop.moving)  # the stop runs out on the commanded side
     assert await rig.loop.hardware.reconnect() == []  # still unplugged
-    rig.loop.reset()
+    rig.loop.handle(Reset())
     await rig.run(5)
     assert rig.loop.mode == Mode.FAULT  # refused: the bus is not back
     rig.driver.link("m1").disconnected = False
     assert await rig.loop.hardware.reconnect() == ["sim"]
     await rig.run(5)
     assert rig.loop.mode == Mode.FAULT  # back, but latched
-    rig.loop.reset()
+    rig.loop.handle(Reset())
     await rig.run(5)
     assert rig.loop.mode == Mode.HOLDING
     np.testing.assert_allclose(
@@ -244,7 +252,7 @@ async def test_a_lost_bus_faults_then_reconnects_and_needs_a_reset() -> None:
         rig.loop.measured.position,  # type: ignore[union-attr]
         atol=1e-3,
     )
-    rig.loop.submit(move("after", [0.0, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("after", [0.0, 0, 0, 0, 0, 0]))
     await rig.run_until(lambda: rig.final("after") is not None)
     assert rig.final("after").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
     assert_within_limits(rig)
@@ -258,17 +266,17 @@ async def test_a_joint_found_outside_its_limits_faults_and_may_only_come_back() 
     assert rig.loop.commanded is None
     assert rig.faults[-1].code == "limit_exceeded"  # type: ignore[union-attr]
     assert rig.faults[-1].joint == "shoulder_pan_joint"  # type: ignore[union-attr]
-    rig.loop.reset()
+    rig.loop.handle(Reset())
     await rig.run(3)
     assert rig.loop.mode == Mode.HOLDING  # enabled where it is, outside the limits
     outward = move("out", [3.2, 0, 0, 0, 0, 0])
-    rig.loop.submit(outward)
+    rig.loop.handle(outward)
     await rig.run(100)
     assert rig.loop.commanded.position[0] <= 3.05 + 1e-3  # type: ignore[union-attr]
-    rig.loop.submit(move("in", [2.5, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("in", [2.5, 0, 0, 0, 0, 0]))
     await rig.run_until(lambda: rig.final("in") is not None)
     assert rig.final("in").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
-    rig.loop.submit(move("out-again", [2.9, 0, 0, 0, 0, 0]))
+    rig.loop.handle(move("out-again", [2.9, 0, 0, 0, 0, 0]))
     await rig.run_until(lambda: rig.final("out-again") is not None)
     assert rig.final("out-again").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
     positions = np.array([q for _, q in rig.commands])[:, 0]
@@ -278,7 +286,7 @@ async def test_a_joint_found_outside_its_limits_faults_and_may_only_come_back() 
 # -- requests the loop cannot follow, and bugs: a goal's end, never the loop's (issue 10) ---------
 
 
-def unfollowable_requests() -> list[tuple[str, MoveRequest, str]]:
+def unfollowable_requests(start: np.ndarray) -> list[tuple[str, Move, str]]:
     """(id, request, a fragment of the reason) for requests the loop must refuse."""
     base = move("x", [0.2] * 6)
     assert base.target is not None
@@ -293,9 +301,13 @@ def unfollowable_requests() -> list[tuple[str, MoveRequest, str]]:
             tiny.velocity * 2, tiny.acceleration, tiny.jerk)), "velocity limits"),
         ("tiny-speed", replace(base, goal_id="tiny-speed", limits=LIMITS.scaled(1e-6)),
          "no trajectory"),
-        ("path", MoveRequest("path", LIMITS, path=np.zeros((1, 6)), path_rate_limit=0.0),
-         "rate limit"),
-        ("inf-path", MoveRequest("inf-path", LIMITS, path=np.full((3, 6), np.inf)), "finite"),
+        ("short-path", FollowPath("short-path", TimedPath(start[None, :], 1.0, 1.0, 1.0)),
+         "2 finite waypoints"),
+        ("inf-path", FollowPath("inf-path", TimedPath(np.full((3, 6), np.inf), 1.0, 1.0, 1.0)),
+         "finite"),
+        ("zero-rate", FollowPath("zero-rate", TimedPath(np.array([start] * 3), 0.0, 1.0, 1.0)),
+         "time scaling"),
+        ("tolerance", replace(base, goal_id="tolerance", tolerance=np.zeros(6)), "tolerance"),
     ]  # fmt: skip
 
 
@@ -303,8 +315,8 @@ async def test_requests_the_loop_cannot_follow_are_aborted_and_nothing_moves() -
     rig = await make_rig()
     await rig.run(1)
     start = rig.loop.commanded.position.copy()  # type: ignore[union-attr]
-    for goal_id, request, fragment in unfollowable_requests():
-        rig.loop.submit(request)
+    for goal_id, request, fragment in unfollowable_requests(start):
+        rig.loop.handle(request)
         await rig.run(2)
         final = rig.final(goal_id)
         assert final is not None, goal_id
@@ -313,7 +325,7 @@ async def test_requests_the_loop_cannot_follow_are_aborted_and_nothing_moves() -
     assert rig.loop.mode == Mode.HOLDING
     assert rig.loop.fault is None
     np.testing.assert_allclose(rig.loop.commanded.position, start, atol=1e-12)  # type: ignore[union-attr]
-    rig.loop.submit(move("after", [0.1] * 6))
+    rig.loop.handle(move("after", [0.1] * 6))
     await rig.run_until(lambda: rig.final("after") is not None)
     assert rig.final("after") == StatusUpdate("after", GoalStatus.SUCCEEDED)
 
@@ -323,7 +335,7 @@ async def test_a_motion_longer_than_the_maximum_is_aborted() -> None:
     await rig.run(1)
     start = rig.loop.commanded.position  # type: ignore[union-attr]
     path = np.linspace(start, start + 0.5, 20)
-    rig.loop.submit(MoveRequest("crawl", LIMITS, path=path, path_rate_limit=1e-4))
+    rig.loop.handle(FollowPath("crawl", plan_path(path, LIMITS, rate_limit=1e-4)))
     await rig.run(2)
     final = rig.final("crawl")
     assert final is not None
@@ -334,14 +346,14 @@ async def test_a_motion_longer_than_the_maximum_is_aborted() -> None:
 async def test_a_tick_that_raises_latches_a_fault_and_the_loop_carries_on() -> None:
     rig = await make_rig()
     await rig.run(1)
-    rig.loop.submit(move("moving", [1.0] * 6))
+    rig.loop.handle(move("moving", [1.0] * 6))
     await rig.run(20)
 
     def broken(*args: object) -> None:
         raise ZeroDivisionError("a bug")
 
     rig.loop.limiter.apply = broken  # type: ignore[method-assign]
-    await rig.loop.run(lambda: rig.loop.tick_count > 30)
+    await rig.loop.run(until=lambda: rig.loop.tick_count > 30)
     assert rig.loop.fault is not None
     assert rig.loop.fault.code == "internal_error"
     assert "ZeroDivisionError: a bug" in rig.loop.fault.message

@@ -22,8 +22,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from armd import protocol
 from armd.limiter import braking_velocity
-from armd.loop import StopRequest
 from drivers.sim import SimFault
 from tests.armd.hw_rigs import assert_commands_within_limits, record_writes
 from tests.armd.rig import PERIOD, Rig, make_rig, move
@@ -140,15 +140,15 @@ async def apply(rig: Rig, action: Action, goal_id: str) -> str | None:
     loop, driver = rig.loop, rig.driver
     match action:
         case Move(target, speed):
-            loop.submit(move(goal_id, list(target), speed))
+            loop.handle(move(goal_id, list(target), speed))
             return goal_id
         case Stop():
-            loop.submit(StopRequest(goal_id))
+            loop.handle(protocol.Stop(goal_id))
             return goal_id
         case Estop():
-            loop.engage_estop()
+            loop.handle(protocol.EngageEstop())
         case Reset():
-            loop.reset()
+            loop.handle(protocol.Reset())
         case Wait(ticks):
             await rig.run(ticks)
         case DeviceFault(motor, code):
@@ -184,13 +184,13 @@ async def test_no_sequence_of_requests_and_faults_leaves_the_limits_or_loses_a_g
         await rig.run(ticks)
 
     # The sequence is over: bring the arm to rest (the injected faults stay as they are).
-    rig.loop.submit(StopRequest("final-stop"))
+    rig.loop.handle(protocol.Stop("final-stop"))
     submitted.append("final-stop")
     await rig.run_until(lambda: not rig.loop.busy)
     await rig.run(5)
 
     if sent:
-        assert_commands_within_limits(sent, rig.loop.tree.limits, PERIOD)
+        assert_commands_within_limits(sent, rig.tree.limits, PERIOD)
     assert all(np.all(np.isfinite(c.position)) for c in sent)
     finals = Counter(s.goal_id for s in rig.statuses if s.status.is_final)
     assert set(finals) <= set(submitted), f"statuses for unknown goals: {finals}"
@@ -221,11 +221,11 @@ async def test_moves_toward_targets_beyond_the_limits_brake_within_them(
     rig = await make_rig()
     sent = record_writes(rig.loop)
     await rig.run(1)
-    rig.loop.submit(move("first", list(first), speeds[0]))
+    rig.loop.handle(move("first", list(first), speeds[0]))
     await rig.run(preempt_after)
-    rig.loop.submit(move("second", list(second), speeds[1]))
+    rig.loop.handle(move("second", list(second), speeds[1]))
     await rig.run_until(lambda: not rig.loop.busy, limit_s=30.0)
-    assert_commands_within_limits(sent, rig.loop.tree.limits, PERIOD)
+    assert_commands_within_limits(sent, rig.tree.limits, PERIOD)
     assert rig.final("first") is not None
     assert rig.final("second") is not None
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from armd.limiter import SetpointLimiter
-from armd.trajectory import (
+from armd.trajectory import (  # the planner's and the loop's halves of a path motion
     Hold,
     JointMotion,
     MotionLimits,
@@ -16,6 +16,9 @@ from armd.trajectory import (
     PlanningError,
     Setpoint,
     StopMotion,
+    _derivative_bounds,
+    _Hermite,
+    plan_path,
 )
 
 DT = 0.002
@@ -110,7 +113,7 @@ def test_hold_is_constant() -> None:
 def test_path_motion_follows_waypoints_within_limits() -> None:
     s = np.linspace(0.0, 1.0, 41)[:, None]
     waypoints = np.hstack((np.sin(2 * s), 0.5 * s, -1.2 * s**2))
-    path = PathMotion(waypoints, LIMITS)
+    path = PathMotion(plan_path(waypoints, LIMITS))
     p, v, a = sampled(path)
     np.testing.assert_allclose(p[0], waypoints[0], atol=1e-12)
     np.testing.assert_allclose(p[-1], waypoints[-1], atol=1e-9)
@@ -123,8 +126,8 @@ def test_path_motion_follows_waypoints_within_limits() -> None:
 
 def test_path_rate_limit_slows_the_path() -> None:
     waypoints = np.linspace([0.0, 0.0, 0.0], [1.0, 1.0, 1.0], 11)
-    free = PathMotion(waypoints, LIMITS)
-    capped = PathMotion(waypoints, LIMITS, rate_limit=0.1)
+    free = PathMotion(plan_path(waypoints, LIMITS))
+    capped = PathMotion(plan_path(waypoints, LIMITS, rate_limit=0.1))
     assert capped.duration >= 10.0 > free.duration
 
 
@@ -139,7 +142,7 @@ def test_bad_targets_are_planning_errors() -> None:
     with pytest.raises(PlanningError, match="target"):
         JointMotion(start, np.array([0.0, np.nan, 0.0]), LIMITS)
     with pytest.raises(PlanningError, match="waypoints"):
-        PathMotion(np.zeros((1, 3)), LIMITS)
+        plan_path(np.zeros((1, 3)), LIMITS)
 
 
 @settings(max_examples=80, deadline=None)
@@ -186,10 +189,10 @@ def test_limiter_passes_feasible_setpoints_unchanged() -> None:
 def test_path_derivative_bounds_at_once_match_the_path_sampled_point_by_point() -> None:
     rng = np.random.default_rng(3)
     waypoints = np.cumsum(rng.normal(0.0, 0.02, (40, 3)), axis=0)
-    motion = PathMotion(waypoints, LIMITS)
+    curve = _Hermite(waypoints)  # what the loop samples point by point
     samples = np.linspace(0.0, 1.0, 8 * 39 + 1)
-    d1 = np.max([np.abs(motion._hermite(float(s))[1]) for s in samples], axis=0)
-    d2 = np.max([np.abs(motion._hermite(float(s))[2]) for s in samples], axis=0)
-    bound1, bound2 = motion._derivative_bounds()
+    d1 = np.max([np.abs(curve.at(float(s))[1]) for s in samples], axis=0)
+    d2 = np.max([np.abs(curve.at(float(s))[2]) for s in samples], axis=0)
+    bound1, bound2 = _derivative_bounds(waypoints)  # what the planner bounds at once
     np.testing.assert_allclose(bound1, d1 * 1.05, rtol=1e-12)
     np.testing.assert_allclose(bound2, d2 * 1.05, rtol=1e-12)

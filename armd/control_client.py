@@ -1,0 +1,159 @@
+"""The daemon's handle on its control process (`armd.control_process`).
+
+`ControlClient` starts the process, sends it the `ControlSetup`, and then carries the control
+protocol (`armd.protocol`) across the seam: `port` (a `LoopPort`) sends commands and holds the
+latest `Sample`; every event the loop emits goes to `on_event` (called on the daemon's event
+loop), systemd's watchdog keep-alives to `on_watchdog`.
+
+Lifecycle: `start` (the process opens the drivers; raises `ArmdError` if it cannot), `run` (reads
+the events until the process closes; raises `ArmdError` if it ends without `Closed`), `shutdown`
+(the arm comes to rest, the drives are disabled and closed), `close` (kills a process that is
+still there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable
+
+from armd.control_link import Closed, Opened, OpenFailed, Watchdog, read_message, write_message
+from armd.errors import ArmdError
+from armd.messages import StatusUpdate
+from armd.protocol import Command, Event, LoopPort, Sample, Shutdown
+from armd.wiring import ControlSetup
+
+__all__ = ["ControlClient"]
+
+log = logging.getLogger(__name__)
+START_TIMEOUT_S = 60.0
+KILL_TIMEOUT_S = 5.0
+
+
+class ControlClient:
+    """The control process, as the daemon sees it: see the module docstring."""
+
+    def __init__(
+        self,
+        setup: ControlSetup,
+        on_event: Callable[[Event], None],
+        on_watchdog: Callable[[], None] = lambda: None,
+        watchdog_interval_s: float | None = None,
+        log_level: str = "INFO",
+    ) -> None:
+        self.setup = setup
+        self._on_event = on_event
+        self._on_watchdog = on_watchdog
+        self._watchdog_interval_s = watchdog_interval_s
+        self._log_level = log_level  # an `armd.logs` spec
+        self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._closed = asyncio.Event()
+        self.port = LoopPort(self._transmit, self._report, len(setup.joint_names))
+
+    def _report(self, update: StatusUpdate) -> None:
+        self._on_event(update)
+
+    def _transmit(self, command: Command) -> None:
+        if self._writer is None or self._writer.is_closing():
+            raise ArmdError("the control process is not running")
+        write_message(self._writer, command)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The control process's pid (None before `start`)."""
+        return None if self._process is None else self._process.pid
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.returncode is None
+
+    async def start(self) -> None:
+        """Start the control process, send it the setup, wait until it has opened the drivers."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}  # we notify
+        # 6 × 6 matrices need no BLAS worker threads in a real-time process.
+        env.setdefault("OPENBLAS_NUM_THREADS", "1")
+        env.setdefault("OMP_NUM_THREADS", "1")
+        command = [sys.executable, "-m", "armd.control_process", "--fd", str(theirs.fileno())]
+        command += ["--log-level", self._log_level]
+        command += ["--watchdog-interval", str(self._watchdog_interval_s or 0.0)]
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *command, pass_fds=(theirs.fileno(),), env=env
+            )
+        finally:
+            theirs.close()
+        self._reader, self._writer = await asyncio.open_unix_connection(sock=ours)
+        write_message(self._writer, self.setup)
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                first = await read_message(self._reader)
+        except (TimeoutError, ConnectionError) as exc:
+            await self.close()
+            raise ArmdError(f"the control process did not start: {exc}") from exc
+        if isinstance(first, Opened):
+            log.info("control process %d: drivers open", self._process.pid)
+            return
+        code = await self.close()
+        if isinstance(first, OpenFailed):
+            raise ArmdError(first.message)
+        raise ArmdError(f"the control process ended before opening the drivers (exit code {code})")
+
+    async def run(self) -> None:
+        """Dispatch the process's events until it closes; raises `ArmdError` if it dies."""
+        assert self._reader is not None
+        with contextlib.suppress(ConnectionError):  # a broken link: the process is gone
+            while (message := await read_message(self._reader)) is not None:
+                if isinstance(message, Sample):
+                    self.port.take(message)
+                    self._on_event(message)
+                elif isinstance(message, Watchdog):
+                    self._on_watchdog()
+                elif isinstance(message, Closed):
+                    self._closed.set()
+                    return
+                else:
+                    self._on_event(message)  # type: ignore[arg-type]
+        code = await self._exit_code()
+        raise ArmdError(f"the control process ended unexpectedly (exit code {code})")
+
+    async def shutdown(self, timeout_s: float) -> None:
+        """Ask the process to bring the arm to rest and close the drives; wait for it (`run`
+        returns then)."""
+        if self._writer is None or self._writer.is_closing():
+            return
+        self.port.drop_held("daemon stopping")  # accepted, never sent: answer it
+        write_message(self._writer, Shutdown())
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self._closed.wait()
+        except TimeoutError:
+            log.error("the control process did not close within %g s", timeout_s)
+
+    async def close(self) -> int | None:
+        """Close the link and wait for the process (killed if it does not end); its exit code."""
+        if self._writer is not None:
+            self._writer.close()
+            with contextlib.suppress(ConnectionError):
+                await self._writer.wait_closed()
+        return await self._exit_code()
+
+    async def _exit_code(self) -> int | None:
+        process = self._process
+        if process is None:
+            return None
+        try:
+            async with asyncio.timeout(KILL_TIMEOUT_S):
+                return await process.wait()
+        except TimeoutError:
+            log.error("control process %d did not end: killing it", process.pid)
+            process.kill()
+            return await process.wait()

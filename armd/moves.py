@@ -1,0 +1,75 @@
+"""What the control loop makes of a motion command: `check_move` refuses one it cannot follow,
+`plan_motion` turns an accepted one into the `Motion` it samples, from its commanded state.
+
+The loop checks every command it receives, whoever planned it: the daemon's goal pipeline has
+checked the goal already, and a bug there (or a process speaking out of turn) must still not
+reach the drives. Both raise `PlanningError`, which ends the command's goal as ``aborted``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from armd.protocol import FollowPath, Move, MoveTo
+from armd.trajectory import JointMotion, Motion, MotionLimits, PathMotion, PlanningError, Setpoint
+
+__all__ = ["MAX_MOTION_DURATION_S", "check_move", "plan_motion"]
+
+Array = NDArray[np.float64]
+MAX_MOTION_DURATION_S = 3600.0
+_SLACK = 1e-9  # relative: limits scaled on the daemon's side may round up by an ulp
+_AT_REST = 1e-9  # rad/s: a path starts from rest
+_AT_START = 1e-6  # rad: ... where the arm is
+
+
+def check_move(move: Move, lower: Array, upper: Array, limits: MotionLimits) -> None:
+    """Raise `PlanningError` unless `move` is one the loop can follow: finite positions of the
+    right shape within [lower, upper], motion limits positive and within `limits`, tolerances
+    positive."""
+    n = lower.shape[0]
+    if isinstance(move, MoveTo):
+        for name in ("velocity", "acceleration", "jerk"):
+            value, bound = getattr(move.limits, name), getattr(limits, name)
+            if value.shape != (n,) or not (
+                np.all(value > 0.0) and np.all(value <= bound * (1.0 + _SLACK))
+            ):
+                raise PlanningError(
+                    f"{name} limits {value.tolist()} must be in (0, {bound.tolist()}]"
+                )
+        points, what = np.asarray(move.target, dtype=float)[None, :], "target"
+    else:
+        points, what = np.asarray(move.path.waypoints, dtype=float), "path"
+    if points.ndim != 2 or points.shape[1] != n or points.shape[0] < 1:
+        raise PlanningError(f"a move needs a target or a path of {n} joint positions")
+    if not np.all(np.isfinite(points)):
+        raise PlanningError(f"{what}: positions must be finite numbers")
+    outside = (points < lower - _SLACK) | (points > upper + _SLACK)
+    if np.any(outside):
+        joint = int(np.nonzero(outside.any(axis=0))[0][0])
+        raise PlanningError(
+            f"{what}: joint {joint} position outside [{lower[joint]:g}, {upper[joint]:g}]"
+        )
+    tolerance = move.tolerance
+    if tolerance is not None and not (tolerance.shape == (n,) and np.all(tolerance > 0.0)):
+        raise PlanningError(f"tolerance {tolerance.tolist()} must be {n} positive numbers")
+
+
+def plan_motion(move: Move, start: Setpoint) -> Motion:
+    """The motion of `move` from the commanded state `start`: microseconds (a `JointMotion` is
+    one ruckig call; a `FollowPath` was time-scaled before the seam). Raises `PlanningError`."""
+    motion: Motion
+    if isinstance(move, FollowPath):
+        first = move.path.waypoints[0]
+        moving = np.any(np.abs(start.velocity) > _AT_REST)
+        if moving or np.max(np.abs(first - start.position)) > _AT_START:
+            raise PlanningError("the arm moved since the path was planned; send the goal again")
+        motion = PathMotion(move.path)
+    else:
+        motion = JointMotion(start, move.target, move.limits)
+    if not motion.duration <= MAX_MOTION_DURATION_S:  # NaN too
+        raise PlanningError(
+            f"the motion would take {motion.duration:.6g} s (at most "
+            f"{MAX_MOTION_DURATION_S:g} s); move in steps or faster"
+        )
+    return motion
