@@ -129,7 +129,7 @@ class Daemon:
             plan_settings(setup),
             self.statuses,
         )
-        self._telemetry_every = max(1, round(setup.loop_hz / setup.telemetry_hz))
+        self._telemetry_every = self.control.setup.loop.sample_every
         self._mode = Mode.INACTIVE
         self._missed_ticks = 0
 

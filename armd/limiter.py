@@ -60,6 +60,7 @@ class SetpointLimiter:
         self.upper_limit = upper.copy()
         self.velocity_limit = velocity.copy()
         self.acceleration_limit = acceleration.copy()
+        self._acceleration_twice = np.concatenate((acceleration, acceleration))
         self.dt = period_s
         self.lower = lower.copy()
         self.upper = upper.copy()
@@ -80,17 +81,23 @@ class SetpointLimiter:
     def apply(self, wanted: Array, wanted_velocity: Array) -> tuple[Array, Array]:
         """(position, velocity feed-forward) to command for this tick's wanted state. The wanted
         velocity passes where the position passed unchanged; elsewhere the limited one does."""
-        dt = self.dt
-        v = (wanted - self.position) / dt
-        v = np.clip(v, -self.velocity_limit, self.velocity_limit)
-        a = self.acceleration_limit
-        braking_up = braking_velocity(np.maximum(self.upper - self.position, 0.0), a, dt)
-        braking_down = braking_velocity(np.maximum(self.position - self.lower, 0.0), a, dt)
-        v_low = np.maximum(self.velocity - self.acceleration_limit * dt, -braking_down)
-        v_high = np.minimum(self.velocity + self.acceleration_limit * dt, braking_up)
+        dt, n = self.dt, self.position.shape[0]
+        v_max = self.velocity_limit
+        v = np.minimum(np.maximum((wanted - self.position) / dt, -v_max), v_max)
+        # Both bounds at once (numpy's per-call cost dominates arrays of six joints).
+        room = np.maximum(
+            np.concatenate((self.upper - self.position, self.position - self.lower)), 0.0
+        )
+        braking = braking_velocity(room, self._acceleration_twice, dt)
+        braking_up, braking_down = braking[:n], braking[n:]
+        step = self.acceleration_limit * dt
+        v_low = np.maximum(self.velocity - step, -braking_down)
+        v_high = np.minimum(self.velocity + step, braking_up)
         # Braking toward a bound can demand more than the acceleration limit: position wins.
-        v = np.clip(v, np.minimum(v_low, braking_up), np.maximum(v_high, -braking_down))
-        position = np.clip(self.position + v * dt, self.lower, self.upper)
+        v = np.minimum(
+            np.maximum(v, np.minimum(v_low, braking_up)), np.maximum(v_high, -braking_down)
+        )
+        position = np.minimum(np.maximum(self.position + v * dt, self.lower), self.upper)
         velocity = (position - self.position) / dt
         changed = np.abs(position - wanted) > _TOLERANCE
         if np.any(changed):
@@ -98,7 +105,7 @@ class SetpointLimiter:
         self.position = position
         self.velocity = velocity
         feed_forward = np.where(
-            changed, velocity, np.clip(wanted_velocity, -self.velocity_limit, self.velocity_limit)
+            changed, velocity, np.minimum(np.maximum(wanted_velocity, -v_max), v_max)
         )
         # Bounds widened at reset follow the joint back inside and never widen again.
         self.lower = np.maximum(self.lower, np.minimum(self.lower_limit, position))

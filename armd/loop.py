@@ -64,6 +64,7 @@ class LoopSettings:
     settle_timeout_s: float
     disable_on_fault: bool
     auto_enable: bool = True
+    sample_every: int = 1  # ticks between routine samples (a change of state is sent at once)
 
 
 @dataclass
@@ -115,6 +116,7 @@ class ControlLoop:
         self._hold_reason: str | None = None
         self._disable_pending = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
+        self._sampled: tuple[object, ...] = ()  # the state the last `Sample` carried
 
     # -- commands (applied at the next tick boundary) ---------------------------------------------
 
@@ -210,7 +212,10 @@ class ControlLoop:
         if not self.ready and measured.complete():
             self.ready = True
             self._emit(Ready(len(self.hardware.drivers)))
-        self._emit(self._sample(measured, now))
+        key = (self.mode, self.taken, self.busy, self.moving, self.fault, self.schedule.missed)
+        if key != self._sampled or self.tick_count % self.settings.sample_every == 0:
+            self._sampled = key
+            self._emit(self._sample(measured, now))
 
     async def _read(self) -> MeasuredState | None:
         try:

@@ -15,7 +15,9 @@ Commands (daemon → loop):
 - `Stop`, `EngageEstop`, `Reset`, `Shutdown`.
 
 Events (loop → daemon): `StatusUpdate` (of a goal), `FaultChanged`, `ModeChanged`, `Sample` (the
-loop's state after every tick), `Ready` (the first valid read), `Notice` (a line for systemd's
+loop's state: every `LoopSettings.sample_every` ticks, the telemetry's rate, and at once after a
+tick that changed its mode, the commands taken in, busy, moving, the fault or the missed ticks),
+`Ready` (the first valid read), `Notice` (a line for systemd's
 ``STATUS=``).
 
 Units are SI, arrays in q order (rad or m).

@@ -87,6 +87,8 @@ def control_setup(arm: ArmSetup) -> ControlSetup:
             joint_tolerance=safety.joint_tolerance,
             settle_timeout_s=safety.settle_timeout_s,
             disable_on_fault=safety.on_fault == "disable",
+            # the daemon publishes the telemetry from these samples
+            sample_every=max(1, round(arm.loop_hz / arm.telemetry_hz)),
         ),
         safety=SafetyThresholds(
             stale_hold_s=max(safety.stale_hold_ticks * period, safety.stale_hold_s),

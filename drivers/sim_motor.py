@@ -41,6 +41,7 @@ __all__ = ["LinkFaults", "MotorFaults", "MotorParams", "MotorSample", "Simulated
 # Tolerance when converting clock time to a whole number of ticks, so that a clock reading of
 # exactly k·step_s (up to rounding) counts as tick k.
 _TICK_EPSILON = 1e-9
+_SETTLED = 1e-12  # rad, rad/s: closer than this to rest on target, the motor is settled
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,10 +274,31 @@ class SimulatedMotor:
     def advance(self) -> None:
         """Run the control ticks due up to the clock's current time (a clock that goes backwards
         runs none)."""
-        due = math.floor((self.clock() - self._origin) / self.params.step_s + _TICK_EPSILON)
+        p = self.params
+        due = math.floor((self.clock() - self._origin) / p.step_s + _TICK_EPSILON)
+        if self._ticks < due and self._settled():
+            # At rest on its target, a tick changes nothing: skip to the last one due, or to the
+            # one where the watchdog expires, which runs as usual.
+            skip_to = due
+            if self.enabled and p.watchdog_s > 0.0:
+                expiry = (self._last_command_time + p.watchdog_s - self._origin) / p.step_s
+                skip_to = min(due, max(self._ticks, math.floor(expiry) - 1))
+            self._ticks = skip_to
         while self._ticks < due:
             self._ticks += 1
             self._tick()
+
+    def _settled(self) -> bool:
+        """At rest and, if enabled, on its target (within `_SETTLED`, then snapped to it), with
+        nothing that a tick would change: no feed-forward, fault or stuck shaft."""
+        if self.faults.stuck or self.faults.fault_code != 0 or self.velocity_ff != 0.0:
+            return False
+        if not self.enabled:
+            return self.velocity == 0.0
+        if abs(self.velocity) > _SETTLED or abs(self.target - self.position) > _SETTLED:
+            return False
+        self.position, self.velocity = self.target, 0.0
+        return True
 
     # -- the model ------------------------------------------------------------------------------
 

@@ -87,6 +87,7 @@ async def make_rig(
     *,
     disable_on_fault: bool = False,
     statuses: StatusLedger | None = None,
+    sample_every: int = 1,
 ) -> Rig:
     """The rig; with `statuses`, the loop reports through that ledger (as in the daemon), whose
     output must then be the rig's `statuses` list."""
@@ -122,6 +123,7 @@ async def make_rig(
             joint_tolerance=0.005,
             settle_timeout_s=2.0,
             disable_on_fault=disable_on_fault,
+            sample_every=sample_every,
         ),
         safety=SafetyThresholds(
             stale_hold_s=0.05,

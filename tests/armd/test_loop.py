@@ -49,6 +49,20 @@ async def test_joint_move_succeeds_within_limits_and_samples_follow() -> None:
     np.testing.assert_array_equal(last.commanded_position, rig.loop.commanded.position)  # type: ignore[union-attr]
 
 
+async def test_samples_come_at_their_rate_and_at_once_when_the_state_changes() -> None:
+    rig = await make_rig(sample_every=10)
+    await rig.run(30)
+    assert [s.tick for s in rig.samples] == [1, 10, 20, 30]  # 1: the mode became holding
+    rig.loop.handle(move("g", [0.3, 0, 0, 0, 0, 0]))
+    await rig.run(1)
+    taken = rig.samples[-1]
+    assert (taken.tick, taken.taken, taken.mode, taken.busy) == (31, 1, Mode.MOVING, True)
+    await rig.run_until(lambda: rig.final("g") is not None)
+    done = rig.samples[-1]
+    assert done.tick == rig.loop.tick_count  # sent at once: the motion ended
+    assert (done.mode, done.busy, done.moving) == (Mode.HOLDING, False, False)
+
+
 async def test_a_new_goal_preempts_the_active_one_smoothly() -> None:
     rig = await make_rig()
     await rig.run(1)

@@ -461,8 +461,8 @@ def test_fuzzed_payloads_are_rejected_and_the_arm_stays_still(fuzzed: Rig) -> No
     assert "Traceback" not in output, output[-5000:]
     assert "failed to handle" not in output, output[-5000:]
 
-    probe.publish("estop", json.dumps({"reset": True}))
-    probe.wait_mode("holding", since=since)
+    reset = probe.publish("estop", json.dumps({"reset": True}))
+    probe.wait_mode("holding", since=reset)
     assert contract_violations(statuses) == []
     current = reference["wrist_3_joint"]
     goal = {"id": "after-fuzz", "type": "joints", "positions": {"wrist_3_joint": current + 0.2}}

@@ -57,8 +57,8 @@ def test_any_estop_payload_but_a_reset_engages_the_estop(start_arm: Callable[...
         assert report["reason"].startswith("estop: "), report
         assert report["reason"].endswith("the e-stop is engaged (fail-safe)"), report
         probe.wait_state(lambda s: at_rest(s, mode="estop"), what="at rest in mode estop")
-        probe.publish("estop", json.dumps({"reset": True}))  # only this releases it
-        probe.wait_mode("holding", since=since)
+        reset = probe.publish("estop", json.dumps({"reset": True}))  # only this releases it
+        probe.wait_mode("holding", since=reset)
     assert contract_violations(all_statuses(probe)) == []
 
 
