@@ -88,14 +88,16 @@ still does at this interval, s."""
 
 
 @contextlib.contextmanager
-def _heartbeat(report: Progress, step: str, compiling: Callable[[], bool]) -> Iterator[None]:
-    """Report "still compiling `step`" every `HEARTBEAT_S` while `compiling()` and the block runs
+def _heartbeat(
+    report: Progress, step: str, compiling: Callable[[], bool], interval_s: float = HEARTBEAT_S
+) -> Iterator[None]:
+    """Report "still compiling `step`" every `interval_s` while `compiling()` and the block runs
     (numba releases the interpreter lock while LLVM optimises, so the thread gets its turn)."""
     done = threading.Event()
     started = time.perf_counter()
 
     def beat() -> None:
-        while not done.wait(HEARTBEAT_S):
+        while not done.wait(interval_s):
             if compiling():
                 report(f"  {step}: still compiling ({time.perf_counter() - started:.0f} s)")
 
