@@ -1,5 +1,5 @@
 """Fuzz: at least 10,000 random and malformed payloads on each input topic (``goal`` and ``estop``)
-of a running daemon. DESIGN.md: every one is answered with ``rejected`` (with the ``id`` when one
+of a running daemon. docs/mqtt.md: every one is answered with ``rejected`` (with the ``id`` when one
 could be read), nothing crashes the daemon and nothing moves the arm.
 
 The payloads come from a seeded generator (`random.Random`; set ``ARMD_FUZZ_SEED`` to explore other
