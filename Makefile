@@ -17,10 +17,12 @@ all: test
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) \
 		|| { rm -rf $(VENV); scripts/apt-install.sh python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# setuptools says "Editable installation ... careful with folders named like the package"
 	@# for every editable install of a flat layout: information only, and exactly our layout.
-	PYTHONWARNINGS='ignore:Editable installation' $(BIN)/python -m pip install --quiet -e '.[test]'
+	@scripts/heartbeat.sh "installing armd and its dependencies into $(VENV) (~30 s the first time)" \
+		env PYTHONWARNINGS='ignore:Editable installation' \
+		sh -c "$(BIN)/python -m pip install --quiet --upgrade pip \
+			&& $(BIN)/python -m pip install --quiet -e '.[test]'"
 	@touch $@
 
 venv: $(STAMP)

@@ -68,11 +68,12 @@ def client_settings(setup: ArmSetup) -> MqttSettings:
 class ArmClient:
     """A connected client subscribed to the arm's outbound topics; see `connect`."""
 
-    def __init__(self, client: aiomqtt.Client, topics: Topics) -> None:
+    def __init__(self, client: aiomqtt.Client, arm_name: str) -> None:
         self.client = client
-        self.topics = topics
+        self.arm_name = arm_name
+        self.topics = Topics.for_arm(arm_name)
         self.availability: str | None = None
-        self._prefix = topics.availability.removesuffix("availability")
+        self._prefix = self.topics.availability.removesuffix("availability")
         self._messages = self._parsed()
 
     async def _parsed(self) -> AsyncIterator[Message]:
@@ -106,7 +107,7 @@ class ArmClient:
                         early.append(message)
         except TimeoutError:
             pass
-        name = self.topics.availability.split("/")[1]
+        name = self.arm_name
         if self.availability is None:
             raise ArmOfflineError(
                 f"arm {name!r} has never been online on this broker (no retained "
@@ -125,9 +126,9 @@ class ArmClient:
 
 
 @asynccontextmanager
-async def connect(settings: MqttSettings, *extra: str) -> AsyncIterator[ArmClient]:
-    """Connect, subscribe to the arm's availability, state, goal/status and fault (and `extra`
-    topics of `Topics`, by attribute name), and yield the client."""
+async def connect(settings: MqttSettings) -> AsyncIterator[ArmClient]:
+    """Connect, subscribe to the arm's availability, state, goal/status and fault, and yield the
+    client."""
     topics = Topics.for_arm(settings.arm_name)
     client = aiomqtt.Client(
         **connection_options(settings),
@@ -135,6 +136,6 @@ async def connect(settings: MqttSettings, *extra: str) -> AsyncIterator[ArmClien
         timeout=settings.timeout_s,
     )
     async with client:
-        names = ("availability", "state", "goal_status", "fault", *extra)
-        await client.subscribe([(getattr(topics, name), 1) for name in names])
-        yield ArmClient(client, topics)
+        outbound = (topics.availability, topics.state, topics.goal_status, topics.fault)
+        await client.subscribe([(topic, 1) for topic in outbound])
+        yield ArmClient(client, settings.arm_name)

@@ -22,6 +22,7 @@ import asyncio
 import math
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -164,7 +165,7 @@ def _load(path: Path) -> ArmSetup | None:
         return None
 
 
-def _connected(setup: ArmSetup, run: Any) -> int:
+def _connected(setup: ArmSetup, run: Callable[[ArmClient], Awaitable[int]]) -> int:
     """asyncio.run(run(client)) on a client connected to `setup`'s arm; broker and availability
     problems are one line and exit 1."""
     import aiomqtt
@@ -173,8 +174,7 @@ def _connected(setup: ArmSetup, run: Any) -> int:
 
     async def main() -> int:
         async with connect(client_settings(setup)) as client:
-            result: int = await run(client)
-            return result
+            return await run(client)
 
     try:
         return asyncio.run(main())

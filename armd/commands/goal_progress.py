@@ -10,6 +10,7 @@ plain line every `PLAIN_INTERVAL_S`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import sys
@@ -115,8 +116,6 @@ async def send_goal(
 ) -> int:
     """Publish `payload` once the arm is online, print its statuses until a final one and the
     progress meanwhile. Exit code: 0 succeeded, 1 any other outcome or no final status in time."""
-    import asyncio
-
     await client.require_online()
     goal_id = payload["id"]
     await client.publish(client.topics.goal, payload)
