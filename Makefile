@@ -15,8 +15,9 @@ all: test
 
 # The virtual environment is rebuilt whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) \
-		|| { rm -rf $(VENV); scripts/apt-install.sh python3-venv && $(PYTHON) -m venv $(VENV); }
+	@test -x $(BIN)/python || { echo "creating $(VENV) (a Python virtual environment)"; \
+		$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); scripts/apt-install.sh python3-venv \
+			&& $(PYTHON) -m venv $(VENV); }; }
 	@# setuptools says "Editable installation ... careful with folders named like the package"
 	@# for every editable install of a flat layout: information only, and exactly our layout.
 	@scripts/heartbeat.sh "installing armd and its dependencies into $(VENV) (~30 s the first time)" \
