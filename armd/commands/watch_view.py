@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -119,6 +118,7 @@ def plain_state(view: View) -> list[str]:
             f"  velocity {v:+.4f}{_mark(fraction)}"
         )
     lines.append(f"  {_tcp_text(view)}")
+    lines.append(f"  fault {_fault_text(view.fault)}")
     return lines
 
 
@@ -214,7 +214,5 @@ async def _once(client: ArmClient, view: View) -> int:
             f"(availability: {view.availability or 'never online on this broker'})"
         )
         return EXIT_FAILURE
-    print("\n".join(plain_state(view)))
-    print(f"  fault {_fault_text(view.fault)}")
-    sys.stdout.flush()
+    print("\n".join(plain_state(view)), flush=True)
     return EXIT_OK

@@ -87,6 +87,9 @@ def test_plain_view_shows_joints_against_limits_and_missed_ticks(setup: ArmSetup
     elbow = next(line for line in lines if "elbow_joint" in line)
     assert "+3.1316 rad in [-3.1416, +3.1416]" in elbow
     assert elbow.endswith("AT LIMIT")
-    assert lines[-1].startswith("  tcp tool0  position +0.4000 +0.2000 +0.4000 m")
+    assert lines[-2].startswith("  tcp tool0  position +0.4000 +0.2000 +0.4000 m")
+    assert lines[-1] == "  fault none"
+    view.fault = {"code": "stale_feedback", "message": "no reading for 0.3 s", "joint": "elbow"}
+    assert plain_state(view)[-1] == ("  fault stale_feedback: no reading for 0.3 s (joint elbow)")
     view.state = state([0] * 6, missed_ticks=3)
     assert plain_state(view)[0].endswith("missed ticks 3")
