@@ -122,7 +122,7 @@ def plain_state(view: View) -> list[str]:
     return lines
 
 
-def _bar(fraction: float | None, width: int = 21) -> Text:
+def _bar(fraction: float | None, width: int = 11) -> Text:
     if fraction is None:
         return Text("continuous", style="dim")
     i = round(min(max(fraction, 0.0), 1.0) * (width - 1))
