@@ -60,9 +60,10 @@ def cache_dir() -> str:
 
 @functools.cache
 def load_kernels(progress: Progress | None = None) -> Kernels:
-    """Compile the kernels, or load them from numba's cache, once per process; later calls return
-    the same `Kernels`. When anything must be compiled, `progress` (default: an INFO log line)
-    receives `COMPILE_ESTIMATE` first, then one line per kernel with its time."""
+    """Compile the kernels, or load them from numba's cache: the machine code is loaded once per
+    process, later calls (with any `progress`) only look it up and report nothing. When anything
+    must be compiled, `progress` (default: an INFO log line) receives `COMPILE_ESTIMATE` first,
+    then a line per kernel with its time, and every `HEARTBEAT_S` while one still compiles."""
     from numba.core import event  # noqa: PLC0415 (numba is imported only here)
 
     report = progress or _log.info
@@ -83,7 +84,7 @@ def load_kernels(progress: Progress | None = None) -> Kernels:
 
 
 HEARTBEAT_S = 5.0
-"""While one kernel compiles for longer (the IK kernel takes ~30 s), `progress` hears that it
+"""While one kernel compiles for longer (the IK kernel takes ~20 s), `progress` hears that it
 still does at this interval, s."""
 
 
