@@ -19,5 +19,9 @@ while kill -0 "$pid" 2>/dev/null; do
 done
 wait "$pid"
 status=$?
-echo "$label: done in $((SECONDS - started)) s"
+if [ "$status" -eq 0 ]; then
+    echo "$label: done in $((SECONDS - started)) s"
+else
+    echo "$label: failed (exit $status)" >&2
+fi
 exit "$status"
