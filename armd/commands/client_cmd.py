@@ -186,6 +186,9 @@ def _connected(setup: ArmSetup, run: Callable[[ArmClient], Awaitable[int]]) -> i
 
 
 def _goal(args: argparse.Namespace) -> int:
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        say_error(f"goal: --timeout: {args.timeout} must be > 0 seconds")
+        return EXIT_USAGE
     setup = _load(args.config)
     if setup is None:
         return EXIT_FAILURE

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from armd.cli import main
 from armd.commands._cli import UsageError
 from armd.commands.client_cmd import goal_payload
 from armd.commands.goal_progress import distance_to_target
@@ -93,3 +94,13 @@ def test_plain_view_shows_joints_against_limits_and_missed_ticks(setup: ArmSetup
     assert plain_state(view)[-1] == ("  fault stale_feedback: no reading for 0.3 s (joint elbow)")
     view.state = state([0] * 6, missed_ticks=3)
     assert plain_state(view)[0].endswith("missed ticks 3")
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan"])
+def test_goal_timeout_must_be_positive(timeout: str, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["goal", "--config", str(ROOT / "config" / "sim.yaml"), "--timeout", timeout, "stop"]
+    assert main(argv) == 2
+    assert (
+        capsys.readouterr().err
+        == f"armd: error: goal: --timeout: {float(timeout)} must be > 0 seconds\n"
+    )
