@@ -9,22 +9,32 @@ CONFIG ?= config/sim.yaml
 MQTT_HOST ?= 127.0.0.1
 MQTT_PORT ?= 1883
 
-.PHONY: all venv run test lint typecheck pytest bench soak clean
+.PHONY: all venv kernels run test lint typecheck pytest bench soak clean
 
 all: test
 
 # The virtual environment is rebuilt whenever pyproject.toml changes.
 $(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) \
-		|| { rm -rf $(VENV); scripts/apt-install.sh python3-venv && $(PYTHON) -m venv $(VENV); }
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	@test -x $(BIN)/python || { echo "creating $(VENV) (a Python virtual environment)"; \
+		$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); scripts/apt-install.sh python3-venv \
+			&& $(PYTHON) -m venv $(VENV); }; }
+	@# setuptools says "Editable installation ... careful with folders named like the package"
+	@# for every editable install of a flat layout: information only, and exactly our layout.
+	@scripts/heartbeat.sh "installing armd and its dependencies into $(VENV) (~30 s the first time)" \
+		env PYTHONWARNINGS='ignore:Editable installation' \
+		sh -c "$(BIN)/python -m pip install --quiet --upgrade pip \
+			&& $(BIN)/python -m pip install --quiet -e '.[test]'"
 	@touch $@
 
 venv: $(STAMP)
 
+# numba compiles the kinematics kernels once per machine (~30 s, with progress) into its cache;
+# afterwards this step only checks the cache (~1 s).
+kernels: $(STAMP)
+	$(BIN)/armd compile
+
 # The daemon on the simulated arm, with a broker reachable on $(MQTT_HOST):$(MQTT_PORT).
-run: $(STAMP)
+run: kernels
 	@scripts/ensure-mosquitto.sh --reachable $(MQTT_HOST) $(MQTT_PORT)
 	$(BIN)/armd run --config $(CONFIG)
 
@@ -38,7 +48,7 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-test: $(STAMP)
+test: kernels
 	@scripts/ensure-mosquitto.sh --installed
 	$(MAKE) --no-print-directory lint typecheck pytest
 

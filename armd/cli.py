@@ -1,36 +1,45 @@
 """The `armd` command line. The only place that configures logging and calls `sys.exit`.
 
-Every subcommand lives in `armd.commands.<module>` and registers itself with ``register``.
+Every subcommand lives in a module of `armd.commands` that defines ``register(subparsers)``.
+`COMMANDS` names the module of each command, and only the module of the command given is imported:
+``armd --help``, ``--version``, ``goal`` and ``estop`` never import numba or the daemon.
 Expected failures (bad files, bad arguments, unreachable devices) are one-line messages on stderr
 and a non-zero exit code, never a traceback.
+
+Exit codes: 0 success; 1 the command failed (an invalid file, an unreachable broker or device, a
+goal that did not succeed, an offline arm); 2 a wrong argument; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
 from collections.abc import Callable, Sequence
-from types import ModuleType
 from typing import NoReturn
 
 from armd import __version__
 from armd.logs import configure_logging, parse_level_spec
 
-__all__ = ["main"]
+__all__ = ["COMMANDS", "main"]
 
-EXIT_USAGE = 2
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
-
-def _command_modules() -> list[ModuleType]:
-    from armd.commands import (  # noqa: PLC0415
-        check_cmd,
-        daemon_cmd,
-        kinematics_cmd,
-        map_cmd,
-        sim_device_cmd,
-    )
-
-    return [daemon_cmd, check_cmd, kinematics_cmd, map_cmd, sim_device_cmd]
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("daemon_cmd", "run the daemon"),
+    "compile": ("daemon_cmd", "compile the kinematics kernels into numba's cache (once)"),
+    "check": ("check_cmd", "validate a config file, its model and drivers (moves nothing)"),
+    "goal": ("client_cmd", "send a goal over MQTT, show its progress, wait for its outcome"),
+    "estop": ("client_cmd", "engage or reset the e-stop over MQTT"),
+    "watch": ("client_cmd", "a live view of an arm's state over MQTT"),
+    "model": ("kinematics_cmd", "inspect or convert a kinematic model file"),
+    "fk": ("kinematics_cmd", "forward kinematics: the pose of a link at q"),
+    "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
+    "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
+    "sim-device": ("sim_device_cmd", "run a simulated ODrive or Dynamixel bus (wire protocol)"),
+}
+"""Command → (module of `armd.commands` that registers it, one-line help for ``armd --help``)."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -49,8 +58,24 @@ def _level_spec(spec: str) -> str:
     return spec
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="armd", description="Robot arm controller daemon.")
+def _command_in(argv: Sequence[str]) -> str | None:
+    """The subcommand named in `argv` (the first word that is not an option or its value)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--log-level":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; the full parsers of `command`'s module, a help line for every other command."""
+    parser = OneLineParser(
+        prog="armd",
+        description="Robot arm controller daemon.",
+        epilog="exit codes: 0 success, 1 failure, 2 wrong argument, 130 interrupted",
+    )
     parser.add_argument("--version", action="version", version=f"armd {__version__}")
     parser.add_argument(
         "--log-level",
@@ -60,13 +85,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="DEBUG, INFO (default), WARNING or ERROR; e.g. INFO,armd.loop=DEBUG",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in _command_modules():
+    registered: set[str] = set()
+    if command is not None:
+        module = importlib.import_module(f"armd.commands.{COMMANDS[command][0]}")
         module.register(subparsers)
+        registered = set(subparsers.choices)
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in registered:
+            subparsers.add_parser(name, help=help_text)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
     func: Callable[[argparse.Namespace], int] | None = getattr(args, "func", None)
@@ -76,5 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return func(args)
     except BrokenPipeError:  # `armd model show ... | head`: the reader left, not an error
-        sys.stderr.close()
+        _silence_stdout()
         return 0
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush into the closed pipe does
+    not print "Exception ignored ... BrokenPipeError" on the way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)

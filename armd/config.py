@@ -39,6 +39,7 @@ from armd.transmission import ArmTransmission, Transmission
 from armd.wiring import DriverSetup
 from drivers import Clock, Driver, load_driver_class
 from kinematics import JointLimits, KinematicTree
+from kinematics.compiled import load_kernels
 
 __all__ = ["ArmSetup", "DriverSetup", "MqttSetup", "TlsSetup", "build_drivers", "load_config"]
 
@@ -155,11 +156,14 @@ def build_drivers(setup: ArmSetup, clock: Clock = time.monotonic) -> dict[str, D
 # -- loading -------------------------------------------------------------------------------------
 
 
-def load_config(path: str | Path) -> ArmSetup:
+def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
     """Read, validate and resolve the config file at `path`.
 
     Raises `ConfigError` listing every problem, one line each (see the module docstring). Files
     the config names are checked (model, password, TLS); devices are not: see ``armd check``.
+    With `kernels` the compiled kinematics kernels are loaded too (`kinematics.compiled`; compiled
+    first when numba's cache is cold), so that the control loop's first FK does not wait for
+    them; commands that only read the config (``check``, ``goal``) pass False and start fast.
     """
     path = Path(path)
     data, lines = _read_yaml(path)
@@ -174,6 +178,8 @@ def load_config(path: str | Path) -> ArmSetup:
     if problems.items or config is None or checked.tree is None or checked.tool_link is None:
         raise problems.error()
     tree = checked.tree.with_limits(checked.limits)
+    if kernels:
+        load_kernels()
     return _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls)
 
 

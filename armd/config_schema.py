@@ -115,7 +115,7 @@ class DriverConfig(_Section):
 
 
 class SafetyConfig(_Section):
-    """Safety thresholds (DESIGN.md, "Safety rules"). Positions in rad (m for prismatic)."""
+    """Safety thresholds (docs/safety.md). Positions in rad (m for prismatic)."""
 
     stale_hold_ticks: int = Field(3, ge=1, description="missed reads before holding")
     stale_hold_s: float = _positive(0.05, "feedback older than this holds the arm, s")

@@ -3,7 +3,7 @@
 `SafetyMonitor.check` looks at the measured state and the last command and returns what the loop
 must do: nothing, *hold* (feedback briefly stale: stop the motion, keep the drives), or a `Fault`
 (latched by the loop until an explicit reset). Thresholds come from the config's `safety` section;
-DESIGN.md gives the defaults.
+docs/safety.md lists the defaults.
 
 - stale feedback: a joint's reading older than ``max(stale_hold_ticks × period, stale_hold_s)``
   → hold; older than `stale_fault_s` → fault ``stale_feedback``;

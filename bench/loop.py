@@ -9,7 +9,7 @@
    first command of each motion (``--log-level INFO,armd.loop=DEBUG``), goals from a client here.
 
 Every run uses its own Mosquitto on a free loopback port, stopped on any exit. Reports only: the
-targets (DESIGN.md) are printed beside the figures, never asserted.
+targets are printed beside the figures, never asserted.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 back to back at QoS 1 (up to 1000 in flight) for the whole run and counts the final statuses that
 come back. Ticks, missed ticks and period error come from the daemon's final "loop timing" log
 line, CPU % from /proc/<pid>/stat (daemon and control process; 100 % = one core). Every run uses
-its own Mosquitto on a free loopback port. Reports only: DESIGN.md's budget is printed beside the
+its own Mosquitto on a free loopback port. Reports only: the budget is printed beside the
 figures, never asserted.
 """
 

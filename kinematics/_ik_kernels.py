@@ -25,16 +25,25 @@ import numba as nb
 import numpy as np
 
 from kinematics._kernels import chain_pose_jacobian
+from kinematics._layout import (
+    DLS,
+    I_CONVERGED,
+    I_ITERATIONS,
+    I_POS_ERR,
+    I_ROT_ERR,
+    P_LAMBDA,
+    P_MAX_CHANGE,
+    P_MAX_ITER,
+    P_METHOD,
+    P_NULL_GAIN,
+    P_ORIENT_WEIGHT,
+    P_POS_TOL,
+    P_ROT_TOL,
+    TRANSPOSE,
+)
 
-DLS, TRANSPOSE = 0, 1
-# Indices into the `params` array.
-P_METHOD, P_ORIENT_WEIGHT, P_MAX_ITER, P_POS_TOL, P_ROT_TOL, P_NULL_GAIN, P_LAMBDA = range(7)
-P_MAX_CHANGE = 7
-N_PARAMS = 8
 STALL_ITERATIONS = 8  # iterations without a 1 % error decrease before an attempt gives up
 POLISH_ITERATIONS = 3
-# Indices into the `info` output.
-I_POS_ERR, I_ROT_ERR, I_ITERATIONS, I_CONVERGED = range(4)
 
 _jit = nb.njit(cache=True, nogil=True)
 _packed = nb.types.Array(nb.float64, 2, "C", readonly=True)
@@ -319,11 +328,7 @@ def pull_toward_seed(chain, lower, upper, target7, seed, params, sw, r, q):
     return iterations
 
 
-@nb.njit(
-    nb.void(_packed, _f8_1r, _f8_1r, _b1_1r, _f8_1r, _f8_1r, _f8_1r, _f8_1, _f8_1),
-    cache=True,
-    nogil=True,
-)
+@_jit
 def solve_attempt(chain, limit_lower, limit_upper, moving, target7, seed, params, q, info):
     """One attempt from q (in/out, dof) toward target7 = [t (m), quat]: bounds, primary
     iterations, null-space pull toward the seed once converged, continuous joints wrapped near the
@@ -354,3 +359,12 @@ def solve_attempt(chain, limit_lower, limit_upper, moving, target7, seed, params
         r == 3 or info[I_ROT_ERR] <= params[P_ROT_TOL]
     )
     info[I_CONVERGED] = 1.0 if converged else 0.0
+
+
+# The entry kernel and its one signature (see `kinematics._kernels.ENTRIES`).
+ENTRIES = {
+    "ik_attempt": (
+        solve_attempt,
+        nb.void(_packed, _f8_1r, _f8_1r, _b1_1r, _f8_1r, _f8_1r, _f8_1r, _f8_1, _f8_1),
+    ),
+}

@@ -4,34 +4,29 @@ These are the hot paths behind `KinematicTree.fk`, `.jacobian` and the IK solver
 public API lives in `kinematics.tree`. Dual quaternions follow `kinematics.dualquat`
 (``[rw, rx, ry, rz, dw, dx, dy, dz]``); Jacobians are 6×dof, linear rows first, root frame.
 
-Motors are packed one per row of a float64 array with `ROW` columns, so that a kernel takes one
-array instead of seven (numba's per-argument call overhead is the larger part of a 7-DOF FK)::
-
-    KIND    0 constant, 1 revolute, 2 prismatic
-    QIDX    index into q of the joint driving the motor
-    SCALE   joint value = SCALE * q[QIDX] + OFFSET (mimic joints; 1 and 0 otherwise)
-    OFFSET
-    AXIS    3 columns: unit axis in the frame after the origin
-    ORIGIN  8 columns: the constant transform applied before the motion (dual quaternion)
-    PARENT  row of the parent link (tree arrays only; -1 for the root)
-
-A *chain* array is the path from the root to one link, compacted: every constant transform is
-folded into the origin of the next joint, and its last row is a constant motor (the tip).
-A *tree* array has one row per link in topological order (a parent before its children).
+The packed array layouts are `kinematics._layout`'s. Nothing compiles on import: each entry kernel
+is compiled for the one signature of `ENTRIES` by `kinematics.compiled` (or loaded from numba's
+cache), when a tree first needs it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
 
 import numba as nb
 import numpy as np
 
-CONSTANT, REVOLUTE, PRISMATIC = 0, 1, 2
-KIND, QIDX, SCALE, OFFSET, AXIS, ORIGIN, PARENT = 0, 1, 2, 3, 4, 7, 15
-ROW = 16
+from kinematics._layout import (
+    AXIS,
+    CONSTANT,
+    KIND,
+    OFFSET,
+    ORIGIN,
+    PARENT,
+    QIDX,
+    REVOLUTE,
+    SCALE,
+)
 
 _jit = nb.njit(cache=True, nogil=True)
 
@@ -201,7 +196,7 @@ def dq_to_pose7(dq, out7):
 # -- entry points: explicit signatures, called through `entry` ---------------------------------
 
 
-@nb.njit(nb.boolean(_packed, _f8_1, _f8_1), cache=True, nogil=True)
+@_jit
 def fk_pose(chain, q, out7):
     """out7 (7,) = [translation, quaternion] of root_from_link at q. False if q is not finite."""
     if not all_finite(q):
@@ -213,7 +208,7 @@ def fk_pose(chain, q, out7):
     return True
 
 
-@nb.njit(nb.boolean(_packed, _f8_1, _f8_1, _f8_2), cache=True, nogil=True)
+@_jit
 def fk_pose_jacobian(chain, q, out7, J):
     """out7 (7,) pose and J (6, dof) Jacobian at q. False if q is not finite."""
     if not all_finite(q):
@@ -224,7 +219,7 @@ def fk_pose_jacobian(chain, q, out7, J):
     return True
 
 
-@nb.njit(nb.boolean(_packed, _f8_2, _f8_2), cache=True, nogil=True)
+@_jit
 def fk_batch(chain, qs, out):
     """For each row of qs (N, dof): out (N, 8) dual quaternions, or (N, 7) [translation,
     quaternion] rows of root_from_link. False if qs is not finite."""
@@ -241,7 +236,7 @@ def fk_batch(chain, qs, out):
     return True
 
 
-@nb.njit(nb.boolean(_packed, _f8_2, _f8_3), cache=True, nogil=True)
+@_jit
 def jacobian_batch(chain, qs, J):
     """J (N, 6, dof) Jacobians for each row of qs (N, dof). False if qs is not finite."""
     dq = np.empty(8)
@@ -252,7 +247,7 @@ def jacobian_batch(chain, qs, J):
     return True
 
 
-@nb.njit(nb.boolean(_packed, _f8_1, _f8_2), cache=True, nogil=True)
+@_jit
 def tree_fk(tree, q, out):
     """out (n_links, 8) = root_from_link of every link of a tree array. False if q is not finite."""
     if not all_finite(q):
@@ -272,9 +267,12 @@ def tree_fk(tree, q, out):
     return True
 
 
-def entry(kernel: Any) -> Callable[..., Any]:
-    """The compiled entry point of a kernel with one explicit signature: calling it skips numba's
-    per-call type dispatch. The caller guarantees the signature's argument types (C-contiguous
-    float64 arrays of the right rank) — `KinematicTree` checks or builds every array it passes."""
-    (signature,) = kernel.signatures
-    return kernel.overloads[signature].entry_point
+# The entry kernels the Python side calls, each with the one signature it is compiled for, so that
+# `kinematics.compiled` can call its entry point directly (no per-call type dispatch).
+ENTRIES = {
+    "fk_pose": (fk_pose, nb.boolean(_packed, _f8_1, _f8_1)),
+    "fk_pose_jacobian": (fk_pose_jacobian, nb.boolean(_packed, _f8_1, _f8_1, _f8_2)),
+    "fk_batch": (fk_batch, nb.boolean(_packed, _f8_2, _f8_2)),
+    "jacobian_batch": (jacobian_batch, nb.boolean(_packed, _f8_2, _f8_3)),
+    "tree_fk": (tree_fk, nb.boolean(_packed, _f8_1, _f8_2)),
+}

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from kinematics import _ik_kernels as kern
-from kinematics._kernels import entry
+from kinematics import _layout as kern  # the IK kernel's parameter and info indices
 from kinematics.errors import KinematicsError
 from kinematics.pose import Pose
 
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["IKOptions", "IKResult", "solve"]
 
 Array = NDArray[np.float64]
-_ATTEMPT = entry(kern.solve_attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +166,11 @@ def solve(
     target7.flags.writeable = False
     params = _params(options, with_orientation)
     limits = tree.limits
+    kernels = tree.kernels
 
     def attempt(start: Array, params: Array) -> tuple[Array, Array]:
         info = np.empty(4)
-        _ATTEMPT(
+        kernels.ik_attempt(
             chain.packed,
             limits.lower,
             limits.upper,

@@ -1,6 +1,6 @@
 """The ``.kinematic.json`` format: parse a decoded document into a `KinematicTree`, and back.
 
-The documented format (DESIGN.md; loads exactly as written)::
+The documented format (docs/kinematic-json.md; loads exactly as written)::
 
     {"links": [
       {"name": "base",
@@ -18,7 +18,7 @@ The documented format (DESIGN.md; loads exactly as written)::
 - ``limits``: ``lower``, ``upper`` (rad or m), ``velocity``, ``acceleration`` (per s, per s²), each
   optional; an absent bound is unbounded, so a revolute joint without position bounds is continuous.
 
-Compatible extensions (a file using none of them is a plain DESIGN.md file):
+Compatible extensions (a file using none of them is a plain file):
 
 - top level ``"name"``: the model's name (otherwise the file name without its suffix);
 - revolute/prismatic ``properties.pose`` (same shape as the constant pose): the fixed transform
@@ -274,7 +274,7 @@ def tree_from_dict(data: object, *, source: str = "", name: str = "") -> Kinemat
 def _pose_to_dict(pose: Pose) -> dict[str, Any]:
     axis, angle = quat_to_axis_angle(pose.quaternion)
     if float(angle) == 0.0:
-        axis = np.array([0.0, 0.0, 1.0])  # the DESIGN.md spelling of "no rotation"
+        axis = np.array([0.0, 0.0, 1.0])  # the documented example's spelling of "no rotation"
     return {
         "translation": [float(v) for v in pose.translation],
         "rotation": {"axis": [float(v) for v in axis], "angle_radians": float(angle)},

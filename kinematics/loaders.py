@@ -101,8 +101,8 @@ def save_tree(tree: KinematicTree, path: str | Path) -> None:
 
 
 def _dumps(value: Any, indent: str = "") -> str:
-    """JSON that reads like the DESIGN.md example: a value that fits on its line stays on it,
-    otherwise objects and lists open one entry per line."""
+    """JSON that reads like the example of docs/kinematic-json.md: a value that fits on its line
+    stays on it, otherwise objects and lists open one entry per line."""
     line = json.dumps(value, allow_nan=False)
     if len(indent) + len(line) <= 88 or not isinstance(value, dict | list) or not value:
         return line

@@ -12,10 +12,13 @@ end on a circle: handled, as are mimic-coupled joints, by a damped Gauss–Newto
 is decided by the first segment whose direction it changes and is then kept, so later segments
 never undo earlier ones; a joint that changes no direction (e.g. a wrist roll about the last
 segment) stays at the seed, as do prismatic joints (lengths carry no information here) and joints
-the caller holds. Among equally good solutions the one closest to the seed wins; a branch that
-makes a later segment unreachable is backtracked. Joint values are wrapped by 2π to the turn inside
-the limits closest to the seed, or clipped into the limits when none fits: the result is always
-within the limits, never NaN.
+the caller holds. Every branch (each segment's choices within the tolerance) is explored, up to
+`MappingOptions.max_nodes`, and of the complete mappings within the tolerance the one closest to
+the seed wins (Euclidean distance in q), so a shape that two branches reach (an elbow up or down, a
+wrist flipped) comes out on the seed's side; a branch already farther from the seed than the best
+is not followed, and one that makes a later segment unreachable is backtracked. Joint values are
+wrapped by 2π to the turn inside the limits closest to the seed, or clipped into the limits when
+none fits: the result is always within the limits, never NaN.
 """
 
 from __future__ import annotations
@@ -340,14 +343,16 @@ class _Walk:
     def explore(
         self, seg: int, q: Array, frames: tuple[Array, Array], owners: dict[int, int]
     ) -> bool:
-        """Depth-first from segment `seg`; True once a complete mapping within tolerance (or
-        the node budget) ends the search."""
+        """Depth-first from segment `seg`; True once the node budget ends the search."""
         if seg == len(self.directions):
-            return self.finish(q, frames[0], owners)
+            self.finish(q, frames[0], owners)
+            return False
         locked = frozenset(owners)
         found = self.candidates(seg, q, *frames, locked)
         good = [c for c in found if c[0] <= self.options.tolerance] or found[:1]
         for _, choice in good:
+            if self.farther_than_best(choice):
+                continue
             self.nodes += 1
             chosen = self.frames(choice)
             moved = self.effects(seg, *chosen, self.free - locked)
@@ -358,14 +363,26 @@ class _Walk:
                 return True
         return False
 
-    def finish(self, q: Array, positions: Array, owners: dict[int, int]) -> bool:
+    def farther_than_best(self, q: Array) -> bool:
+        """A partial mapping can only move away from the seed (the joints later segments decide
+        are still at it): not worth following once a successful mapping is closer."""
+        if self.best is None or self.best[0][0] > 0.0:
+            return False
+        return float(np.linalg.norm(q - self.seed)) >= self.best[0][1]
+
+    def finish(self, q: Array, positions: Array, owners: dict[int, int]) -> None:
+        """Keep the complete mapping `q` if it is the best: within the tolerance, closest to the
+        seed; else the smallest worst error."""
         errors = np.array(
             [angle_between(self.segment(positions, i), t) for i, t in enumerate(self.directions)]
         )
-        key = (float(np.max(errors)), float(np.linalg.norm(q - self.seed)))
+        worst = float(np.max(errors))
+        key = (
+            0.0 if worst <= self.options.tolerance else worst,
+            float(np.linalg.norm(q - self.seed)),
+        )
         if self.best is None or key < self.best[0]:
             self.best = (key, q, errors, owners)
-        return key[0] <= self.options.tolerance
 
     def result(self) -> ChainMapping:
         frames = self.frames(self.seed)
@@ -378,7 +395,8 @@ class _Walk:
                 )
         self.explore(0, self.seed.copy(), frames, {})
         assert self.best is not None  # the first branch always reaches the end
-        (worst, _), q, errors, owners = self.best
+        _, q, errors, owners = self.best
+        worst = float(np.max(errors))
         residuals = np.zeros(self.tree.dof)
         determined = np.zeros(self.tree.dof, dtype=np.bool_)
         for j, seg in owners.items():

@@ -1,7 +1,9 @@
 """`KinematicTree`: an immutable tree of named links, built once and then only queried.
 
 Like Pinocchio's model, construction validates the links and precomputes flat arrays (topological
-link order, parent indices, one compacted chain per link) that the compiled kernels traverse.
+link order, parent indices, one compacted chain per link) that the compiled kernels traverse. The
+kernels are loaded (`kinematics.compiled`) when a tree first computes, not when it is built: a
+model loads without numba.
 
 Order conventions (stable and documented):
 - links: topological order — every link after its parent, otherwise in the order given;
@@ -12,13 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from kinematics import _kernels
+from kinematics import _layout as layout
+from kinematics.compiled import Kernels, load_kernels
 from kinematics.dualquat import DQ_IDENTITY, dq_mul
 from kinematics.errors import KinematicsError, ModelError, UnknownNameError
 from kinematics.limits import JointLimit, JointLimits
@@ -31,14 +35,9 @@ if TYPE_CHECKING:
 __all__ = ["Chain", "KinematicTree"]
 
 _F64 = np.dtype(np.float64)
-_FK_POSE = _kernels.entry(_kernels.fk_pose)
-_FK_POSE_JACOBIAN = _kernels.entry(_kernels.fk_pose_jacobian)
-_FK_BATCH = _kernels.entry(_kernels.fk_batch)
-_JACOBIAN_BATCH = _kernels.entry(_kernels.jacobian_batch)
-_TREE_FK = _kernels.entry(_kernels.tree_fk)
 
 Array = NDArray[np.float64]
-_KIND = {"revolute": _kernels.REVOLUTE, "prismatic": _kernels.PRISMATIC}
+_KIND = {"revolute": layout.REVOLUTE, "prismatic": layout.PRISMATIC}
 
 
 _A = TypeVar("_A", bound=np.ndarray)
@@ -51,7 +50,7 @@ def _frozen(arr: _A) -> _A:
 
 @dataclass(frozen=True, eq=False)
 class Chain:
-    """The compacted path from the root to `link`, packed for the kernels (`kinematics._kernels`).
+    """The compacted path from the root to `link`, packed for the kernels (`kinematics._layout`).
 
     packed: (m + 1, ROW) read-only rows, one per joint on the path then the constant tip.
     moving: (dof,) True for the joints that move the link.
@@ -139,23 +138,23 @@ class KinematicTree:
 
     def _motor_row(self, link: Link) -> Array:
         """One link's motor as a packed kernel row."""
-        row = np.zeros(_kernels.ROW)
+        row = np.zeros(layout.ROW)
         motor = link.motor
         parent = -1 if link.parent is None else self._index[link.parent]
-        row[_kernels.PARENT] = parent
+        row[layout.PARENT] = parent
         if isinstance(motor, ConstantMotor):
-            row[_kernels.KIND] = _kernels.CONSTANT
-            row[_kernels.ORIGIN : _kernels.ORIGIN + 8] = motor.pose.dual_quaternion
+            row[layout.KIND] = layout.CONSTANT
+            row[layout.ORIGIN : layout.ORIGIN + 8] = motor.pose.dual_quaternion
             return row
         driver, scale, offset = link.joint_name, 1.0, 0.0
         if motor.mimic is not None:
             driver, scale, offset = motor.mimic.joint, motor.mimic.multiplier, motor.mimic.offset
-        row[_kernels.KIND] = _KIND[motor.kind]
-        row[_kernels.QIDX] = self.joint_names.index(str(driver))
-        row[_kernels.SCALE] = scale
-        row[_kernels.OFFSET] = offset
-        row[_kernels.AXIS : _kernels.AXIS + 3] = motor.axis
-        row[_kernels.ORIGIN : _kernels.ORIGIN + 8] = motor.origin.dual_quaternion
+        row[layout.KIND] = _KIND[motor.kind]
+        row[layout.QIDX] = self.joint_names.index(str(driver))
+        row[layout.SCALE] = scale
+        row[layout.OFFSET] = offset
+        row[layout.AXIS : layout.AXIS + 3] = motor.axis
+        row[layout.ORIGIN : layout.ORIGIN + 8] = motor.origin.dual_quaternion
         return row
 
     def _build_chain(self, link_name: str) -> Chain:
@@ -163,20 +162,20 @@ class KinematicTree:
         i = self._index[link_name]
         while i >= 0:
             path.append(i)
-            i = int(self._packed[i, _kernels.PARENT])
+            i = int(self._packed[i, layout.PARENT])
         rows: list[Array] = []
         pending = DQ_IDENTITY.copy()  # constant transforms since the last joint
         moving = np.zeros(self.dof, dtype=np.bool_)
         for i in reversed(path):
             row = self._packed[i].copy()
-            pending = dq_mul(pending, row[_kernels.ORIGIN : _kernels.ORIGIN + 8])
-            if row[_kernels.KIND] != _kernels.CONSTANT:
-                row[_kernels.ORIGIN : _kernels.ORIGIN + 8] = pending
+            pending = dq_mul(pending, row[layout.ORIGIN : layout.ORIGIN + 8])
+            if row[layout.KIND] != layout.CONSTANT:
+                row[layout.ORIGIN : layout.ORIGIN + 8] = pending
                 rows.append(row)
-                moving[int(row[_kernels.QIDX])] = True
+                moving[int(row[layout.QIDX])] = True
                 pending = DQ_IDENTITY.copy()
-        tip = np.zeros(_kernels.ROW)
-        tip[_kernels.ORIGIN : _kernels.ORIGIN + 8] = pending
+        tip = np.zeros(layout.ROW)
+        tip[layout.ORIGIN : layout.ORIGIN + 8] = pending
         rows.append(tip)
         return Chain(link_name, _frozen(np.array(rows)), _frozen(moving))
 
@@ -249,6 +248,11 @@ class KinematicTree:
 
     # -- kinematics ----------------------------------------------------------------------------
 
+    @cached_property
+    def kernels(self) -> Kernels:
+        """The compiled kernels (`kinematics.compiled.load_kernels`, on first use)."""
+        return load_kernels()
+
     def _chain_or_default(self, link: str | None) -> Chain:
         if link is None:
             if self._default is None:
@@ -268,7 +272,7 @@ class KinematicTree:
         ):
             q = self.q_vector(q)
         pose7 = np.empty(7)
-        if not _FK_POSE(chain.packed, q, pose7):
+        if not self.kernels.fk_pose(chain.packed, q, pose7):
             raise self._not_finite(q)
         pose7.flags.writeable = False
         return Pose._trusted(pose7[:3], pose7[3:])
@@ -279,7 +283,7 @@ class KinematicTree:
         single = np.ndim(q) == 1
         qs = self.q_vector(np.reshape(q, (1, -1)) if single else q, batch=True)
         out = np.empty((qs.shape[0], 8))
-        if not _FK_BATCH(chain.packed, qs, out):
+        if not self.kernels.fk_batch(chain.packed, qs, out):
             raise self._not_finite(qs)
         return out[0] if single else out
 
@@ -288,7 +292,7 @@ class KinematicTree:
         chain = self._chain_or_default(link)
         qs = self.q_vector(qs, batch=True)
         pose7 = np.empty((qs.shape[0], 7))
-        if not _FK_BATCH(chain.packed, qs, pose7):
+        if not self.kernels.fk_batch(chain.packed, qs, pose7):
             raise self._not_finite(qs)
         return pose7[:, :3], pose7[:, 3:]
 
@@ -296,7 +300,7 @@ class KinematicTree:
         """``root_from_link`` of every link, keyed by link name in link order."""
         q = self.q_vector(q)
         out = np.empty((len(self.links), 8))
-        if not _TREE_FK(self._packed, q, out):
+        if not self.kernels.tree_fk(self._packed, q, out):
             raise self._not_finite(q)
         return {link.name: Pose.from_dual_quaternion(out[i]) for i, link in enumerate(self.links)}
 
@@ -307,7 +311,7 @@ class KinematicTree:
         q = self.q_vector(q)
         pose7 = np.empty(7)
         J = np.empty((6, self.dof))
-        if not _FK_POSE_JACOBIAN(chain.packed, q, pose7, J):
+        if not self.kernels.fk_pose_jacobian(chain.packed, q, pose7, J):
             raise self._not_finite(q)
         return J
 
@@ -316,7 +320,7 @@ class KinematicTree:
         chain = self._chain_or_default(link)
         qs = self.q_vector(qs, batch=True)
         J = np.empty((qs.shape[0], 6, self.dof))
-        if not _JACOBIAN_BATCH(chain.packed, qs, J):
+        if not self.kernels.jacobian_batch(chain.packed, qs, J):
             raise self._not_finite(qs)
         return J
 

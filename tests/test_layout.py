@@ -1,5 +1,5 @@
-"""The dependency direction of DESIGN.md: armd -> kinematics, armd -> drivers; kinematics and
-drivers never import each other or armd."""
+"""The dependency direction of docs/architecture.md: armd -> kinematics, armd -> drivers;
+kinematics and drivers never import each other or armd."""
 
 from __future__ import annotations
 

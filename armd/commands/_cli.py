@@ -36,6 +36,8 @@ def guarded(
         def run(args: argparse.Namespace) -> int:
             try:
                 return command(args)
+            except BrokenPipeError:  # the reader of stdout left: `armd.cli.main` ends quietly
+                raise
             except UsageError as exc:
                 prefix = context(args)
                 say_error(f"{prefix}: {exc}" if prefix else str(exc))

@@ -1,10 +1,13 @@
-"""``armd check --config FILE [--probe]``: validate a config file, its model and its drivers'
-availability without moving anything, and print what armd would run.
+"""``armd check --config FILE [--probe]``: validate a config file, its model and its drivers
+without moving anything, and print what armd would run.
 
-Availability: every driver module imports (checked by `load_config`); a serial port (a driver's
-``params.port``) exists and is readable and writable; a CAN driver's python-can interface
-(``params.interface``) imports, and for SocketCAN its network interface (``params.channel``) exists.
-``--probe`` also opens each driver, reads each device's position, and closes it: it never enables.
+Without ``--probe`` no hardware is needed: the file, the model, and the drivers' software (every
+driver module imports, checked by `load_config`; a CAN driver's python-can interface,
+``params.interface``, imports). Missing hardware — a serial port (``params.port``) that does not
+exist or cannot be opened for reading and writing, a SocketCAN network interface
+(``params.channel``) that does not exist or is down — is listed as a note. ``--probe`` requires the
+hardware: those notes become problems, and it opens each driver, reads each device's position, and
+closes it: it never enables.
 
 Exit codes: 0 all good; 1 a problem, each on one line on stderr as ``<file>: <path>: <message>``.
 """
@@ -28,7 +31,7 @@ from armd.errors import ConfigError
 from drivers import DeviceState, Driver, DriverError
 from kinematics import JointMotor, KinematicTree
 
-__all__ = ["availability_problems", "register"]
+__all__ = ["hardware_problems", "register", "software_problems"]
 
 EXIT_OK, EXIT_FAILURE = 0, 1
 PROBE_TIMEOUT_S = 5.0
@@ -55,12 +58,18 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        setup = load_config(args.config)
+        setup = load_config(args.config, kernels=False)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_FAILURE
     print_summary(setup)
-    problems = availability_problems(setup)
+    problems = software_problems(setup)
+    missing = hardware_problems(setup)
+    if args.probe:
+        problems += missing
+    else:
+        for note in missing:
+            print(f"hardware  not found (required by --probe and run): {note}")
     if not problems and args.probe:
         problems = asyncio.run(probe(setup))
     for problem in problems:
@@ -74,8 +83,20 @@ def run(args: argparse.Namespace) -> int:
 # -- availability ---------------------------------------------------------------------------------
 
 
-def availability_problems(setup: ArmSetup) -> list[str]:
-    """What keeps the drivers from opening, found without opening them: one line per problem."""
+def software_problems(setup: ArmSetup) -> list[str]:
+    """What keeps the drivers' software from working on this machine (a python-can interface that
+    is unknown or does not import): one line per problem."""
+    problems: list[str] = []
+    for name, driver in setup.drivers.items():
+        interface = getattr(driver.params, "interface", None)
+        if isinstance(interface, str):
+            problems += [f"drivers.{name}.params.{p}" for p in _can_problems(interface)]
+    return problems
+
+
+def hardware_problems(setup: ArmSetup) -> list[str]:
+    """Hardware the drivers need that is missing, found without opening anything (serial ports,
+    SocketCAN network interfaces): one line per problem."""
     problems: list[str] = []
     for name, driver in setup.drivers.items():
         where = f"drivers.{name}.params"
@@ -83,9 +104,9 @@ def availability_problems(setup: ArmSetup) -> list[str]:
         if isinstance(port, str):
             problems += [f"{where}.port: {p}" for p in _serial_port_problems(port)]
         interface = getattr(driver.params, "interface", None)
-        if isinstance(interface, str):
-            channel = getattr(driver.params, "channel", None)
-            problems += [f"{where}.{p}" for p in _can_problems(interface, channel)]
+        channel = getattr(driver.params, "channel", None)
+        if interface == "socketcan" and isinstance(channel, str) and sys.platform == "linux":
+            problems += [f"{where}.channel: {p}" for p in _socketcan_problems(channel)]
     return problems
 
 
@@ -97,7 +118,7 @@ def _serial_port_problems(port: str) -> list[str]:
     return []
 
 
-def _can_problems(interface: str, channel: object) -> list[str]:
+def _can_problems(interface: str) -> list[str]:
     try:
         backends: Mapping[str, tuple[str, str]] = importlib.import_module("can.interfaces").BACKENDS
     except ImportError as exc:
@@ -112,8 +133,6 @@ def _can_problems(interface: str, channel: object) -> list[str]:
         getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, OSError) as exc:
         return [f"interface: python-can interface {interface!r} does not import: {exc}"]
-    if interface == "socketcan" and isinstance(channel, str) and sys.platform == "linux":
-        return [f"channel: {p}" for p in _socketcan_problems(channel)]
     return []
 
 

@@ -1,8 +1,11 @@
 """Kinematics commands: ``armd model show|convert``, ``armd fk`` and ``armd ik``.
 
-Text output is for people (degrees, aligned columns); ``--json`` output is for programs (SI units:
-m, rad; quaternions ``[w, x, y, z]``; unbounded limits as null). Exit codes: 0 success, 1 a model
-or file problem or an IK target not reached, 2 bad arguments. Errors are one line on stderr.
+Text output is for people (aligned columns), in the units of the config, the API and `armd check`:
+rad and m (``--degrees`` shows angles in degrees instead); ``--json`` output is for programs (SI
+units: m, rad; quaternions ``[w, x, y, z]``; unbounded limits as null). Without ``--link``, fk and
+ik use the model's tool link (`tool_link`). Exit codes: 0 success, 1 a model or file problem (an
+output file that exists without ``--force``) or an IK target not reached, 2 bad arguments. Errors
+are one line on stderr.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from numpy.typing import NDArray
 
 from armd.commands._cli import EXIT_FAILURE, EXIT_OK, UsageError, guarded
 from kinematics import KinematicsError, KinematicTree, Pose
-from kinematics.ik import IKOptions
+from kinematics.ik import IKOptions, IKResult
 from kinematics.limits import JointLimit
 from kinematics.loaders import load_tree, save_tree
 from kinematics.motors import JointMotor, Link
@@ -55,14 +58,33 @@ def _joint_vector(option: str, values: Sequence[float], tree: KinematicTree) -> 
     return _finite(option, values, tree.dof)
 
 
+TOOL_NAMES = ("tool0", "tcp", "tool", "flange", "ee_link", "end_effector")
+"""Leaf names that mark a tool link, most specific first (a leaf ending in one counts: a Panda's
+``panda_hand_tcp``)."""
+
+
+def tool_link(tree: KinematicTree) -> str | None:
+    """The link fk and ik use without ``--link``: the only leaf of a serial chain; on a branching
+    model the leaf named like a tool (`TOOL_NAMES`, in that order), if exactly one is."""
+    leaves = tree.leaves
+    if len(leaves) == 1:
+        return leaves[0]
+    for name in TOOL_NAMES:
+        matches = [leaf for leaf in leaves if leaf.lower().endswith(name)]
+        if len(matches) == 1:
+            return matches[0]
+    return None
+
+
 def _link_name(tree: KinematicTree, link: str | None) -> str:
     if link is None:
-        try:
-            return tree.default_link()
-        except KinematicsError:
+        default = tool_link(tree)
+        if default is None:
             raise UsageError(
-                f"--link is required: the model branches (leaves: {', '.join(tree.leaves)})"
-            ) from None
+                f"--link is required: the model branches and no leaf is named like a tool "
+                f"(leaves: {', '.join(tree.leaves)})"
+            )
+        return default
     if link not in tree.link_names:
         raise UsageError(f"--link: unknown link {link!r} (links: {', '.join(tree.link_names)})")
     return link
@@ -103,21 +125,22 @@ def _motor_text(link: Link) -> str:
     return text
 
 
-def _value_text(value: float, kind: str, per: str = "") -> str:
+def _value_text(value: float, kind: str, degrees: bool, per: str = "") -> str:
     if math.isinf(value):
         return ("-inf" if value < 0 else "inf") if not per else "unlimited"
     if kind == "revolute":
-        return f"{math.degrees(value):.2f}°{per}"
+        return f"{math.degrees(value):.2f}°{per}" if degrees else f"{value:.4f} rad{per}"
     return f"{value:g} m{per}"
 
 
-def _limit_text(kind: str, limit: JointLimit) -> str:
+def _limit_text(kind: str, limit: JointLimit, degrees: bool) -> str:
     if kind == "revolute" and limit.is_continuous:
         position = "continuous"
     else:
-        position = f"[{_value_text(limit.lower, kind)}, {_value_text(limit.upper, kind)}]"
-    velocity = _value_text(limit.velocity, kind, "/s")
-    acceleration = _value_text(limit.acceleration, kind, "/s²")
+        lower, upper = (_value_text(v, kind, degrees) for v in (limit.lower, limit.upper))
+        position = f"[{lower}, {upper}]"
+    velocity = _value_text(limit.velocity, kind, degrees, "/s")
+    acceleration = _value_text(limit.acceleration, kind, degrees, "/s²")
     return f"{position}  velocity {velocity}  acceleration {acceleration}"
 
 
@@ -127,7 +150,7 @@ def _joint_kind(tree: KinematicTree, joint: str) -> str:
     return link.motor.kind
 
 
-def _show_text(tree: KinematicTree, path: Path) -> None:
+def _show_text(tree: KinematicTree, path: Path, degrees: bool) -> None:
     print(f"model  {tree.name}\nfile   {path}\nroot   {tree.root}\ndof    {tree.dof}")
     print(f"links ({len(tree.links)}):")
     depth: dict[str, int] = {}
@@ -138,7 +161,7 @@ def _show_text(tree: KinematicTree, path: Path) -> None:
     width = max((len(name) for name in tree.joint_names), default=0)
     for i, (name, limit) in enumerate(tree.limits.items()):
         kind = _joint_kind(tree, name)
-        print(f"  {i:>2}  {name:<{width}}  {kind:<9}  {_limit_text(kind, limit)}")
+        print(f"  {i:>2}  {name:<{width}}  {kind:<9}  {_limit_text(kind, limit, degrees)}")
     for link in tree.links:
         motor = link.motor
         if isinstance(motor, JointMotor) and motor.mimic is not None:
@@ -186,12 +209,17 @@ def _show_json(tree: KinematicTree, path: Path) -> None:
 @_guarded
 def _cmd_show(args: argparse.Namespace) -> int:
     tree = load_tree(args.file)
-    (_show_json if args.json else _show_text)(tree, args.file)
+    if args.json:
+        _show_json(tree, args.file)
+    else:
+        _show_text(tree, args.file, args.degrees)
     return EXIT_OK
 
 
 @_guarded
 def _cmd_convert(args: argparse.Namespace) -> int:
+    if args.output.exists() and not args.force:
+        raise FileExistsError(f"{args.output}: exists; add --force to overwrite it")
     tree = load_tree(args.input)
     save_tree(tree, args.output)
     print(f"wrote {args.output} ({len(tree.links)} links, dof {tree.dof})")
@@ -201,11 +229,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 # -- fk / ik ------------------------------------------------------------------------------------
 
 
-def _pose_lines(pose: Pose) -> list[str]:
+def _pose_lines(pose: Pose, degrees: bool) -> list[str]:
+    rpy = _rpy(pose)
+    rpy_text = f"{_fixed(np.degrees(rpy), 4)}  deg" if degrees else f"{_fixed(rpy, 6)}  rad"
     return [
         f"position    {_fixed(pose.translation, 6)}  m",
         f"quaternion  {_fixed(pose.quaternion, 6)}  [w x y z]",
-        f"rpy         {_fixed(np.degrees(_rpy(pose)), 4)}  deg (fixed axes x, y, z)",
+        f"rpy         {rpy_text} (fixed axes x, y, z)",
     ]
 
 
@@ -227,7 +257,7 @@ def _cmd_fk(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print("\n".join([f"link        {link}", *_pose_lines(pose)]))
+        print("\n".join([f"link        {link}", *_pose_lines(pose, args.degrees)]))
     for violation in outside:
         print(f"armd: warning: {violation}", file=sys.stderr)
     return EXIT_OK
@@ -271,7 +301,7 @@ def _cmd_ik(args: argparse.Namespace) -> int:
             }
         )
     else:
-        _ik_text(tree, link, result.q, pose, result.success, result.iterations)
+        _ik_text(tree, link, result, pose, args.degrees)
     errors = f"position error {result.position_error:.3g} m"
     if isinstance(target, Pose):
         errors += f", rotation error {result.rotation_error:.3g} rad"
@@ -283,20 +313,32 @@ def _cmd_ik(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _ik_text(
-    tree: KinematicTree, link: str, q: Array, pose: Pose, success: bool, iterations: int
-) -> None:
-    print(f"converged   {'yes' if success else 'no'} ({iterations} iterations)")
+def _ik_text(tree: KinematicTree, link: str, result: IKResult, pose: Pose, degrees: bool) -> None:
+    print(f"converged   {'yes' if result.success else 'no'} ({result.iterations} iterations)")
     print(f"link        {link}")
     width = max((len(name) for name in tree.joint_names), default=0)
-    for name, value in zip(tree.joint_names, q, strict=True):
-        kind = _joint_kind(tree, name)
-        shown = f"{math.degrees(value):.4f}°" if kind == "revolute" else f"{value:.6f} m"
-        print(f"  {name:<{width}}  {value:+.9f}  ({shown})")
-    print("\n".join(_pose_lines(pose)))
+    for name, value in zip(tree.joint_names, result.q, strict=True):
+        if _joint_kind(tree, name) != "revolute":
+            shown = f"{value:+.9f} m"
+        else:
+            shown = f"{math.degrees(value):+.4f}°" if degrees else f"{value:+.9f} rad"
+        print(f"  {name:<{width}}  {shown}")
+    print("\n".join(_pose_lines(pose, degrees)))
 
 
 # -- registration -------------------------------------------------------------------------------
+
+
+_LINK_HELP = (
+    "the link (default: the end of a serial chain; on a branching model the leaf named like a "
+    "tool: tool0, *tcp, *tool, *flange, ee_link, *end_effector)"
+)
+
+
+def _degrees_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--degrees", action="store_true", help="text output: angles in degrees (default rad)"
+    )
 
 
 def _add_model_parsers(subparsers: Any) -> None:
@@ -305,10 +347,12 @@ def _add_model_parsers(subparsers: Any) -> None:
     show = actions.add_parser("show", help="print the link tree, DOF and joint limits")
     show.add_argument("file", type=Path, help=".kinematic.json or .urdf file")
     show.add_argument("--json", action="store_true", help="machine-readable output (SI units)")
+    _degrees_argument(show)
     show.set_defaults(func=_cmd_show)
     convert = actions.add_parser("convert", help="convert a model to .kinematic.json")
     convert.add_argument("input", type=Path, help=".kinematic.json or .urdf file")
     convert.add_argument("output", type=Path, help="the .kinematic.json file to write")
+    convert.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
     convert.set_defaults(func=_cmd_convert)
 
 
@@ -324,8 +368,9 @@ def _add_fk_parser(subparsers: Any) -> None:
         help="joint values in q order (rad, m; see `armd model show`); write negative values "
         "in plain decimals (-0.001, not -1e-3)",
     )
-    fk.add_argument("--link", help="the link (default: the end of a serial chain)")
+    fk.add_argument("--link", help=_LINK_HELP)
     fk.add_argument("--json", action="store_true", help="machine-readable output")
+    _degrees_argument(fk)
     fk.set_defaults(func=_cmd_fk)
 
 
@@ -354,7 +399,7 @@ def _add_ik_parser(subparsers: Any) -> None:
         metavar="Q",
         help="initial joint values (default: zeros clipped into the limits)",
     )
-    ik.add_argument("--link", help="the link (default: the end of a serial chain)")
+    ik.add_argument("--link", help=_LINK_HELP)
     ik.add_argument(
         "--time-budget",
         type=float,
@@ -363,6 +408,7 @@ def _add_ik_parser(subparsers: Any) -> None:
         help="seconds for random restarts when the seed does not converge (0.1)",
     )
     ik.add_argument("--json", action="store_true", help="machine-readable output")
+    _degrees_argument(ik)
     ik.set_defaults(func=_cmd_ik)
 
 

@@ -3,13 +3,18 @@
 A chain file holds the positions of another chain's joints (a leader arm, a tracked skeleton),
 each under the name of the model's link that corresponds to it, like the MQTT keypoints goal:
 
-    {"description": "optional text", "points": {"upper_arm_link": [x, y, z], ...}}
+    {"description": "optional text", "points": {"upper_arm_link": [x, y, z], ...},
+     "joints": {"shoulder_pan_joint": 0.6, ...}}
 
 Positions are in m in the model's root frame; only the directions between consecutive points
-count (the points are taken in the model's link order, root first). The command maps them with
+count (the points are taken in the model's link order, root first). ``joints`` (optional) are the
+model's joint values (rad, m) where the chain was recorded, when known: they seed the mapping
+(unless ``--seed`` is given), so that of the branches reaching the shape the recorded one wins
+(the mapping prefers the branch closest to its seed). The command maps the points with
 `kinematics.mapping.map_chain` and prints the joint values and the direction errors.
 
-Text output is for people (degrees, aligned columns); ``--json`` output is for programs (SI units).
+Text output is for people (aligned columns, rad; ``--degrees`` for degrees); ``--json`` output is
+for programs (SI units).
 Exit codes: 0 mapped within the tolerance, 1 a model or chain file problem or a shape not reached
 within the tolerance, 2 bad arguments. Errors are one line on stderr.
 """
@@ -38,7 +43,7 @@ from kinematics.motors import JointMotor
 
 __all__ = ["ChainFileError", "load_chain", "register"]
 
-_KEYS = ("description", "points")
+_KEYS = ("description", "points", "joints")
 
 Array = NDArray[np.float64]
 
@@ -50,23 +55,20 @@ class ChainFileError(ArmdError):
 _guarded = guarded(ChainFileError, KinematicsError, OSError)
 
 
-def _is_point(value: object) -> bool:
-    if not isinstance(value, list) or len(value) != 3:
+def _is_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    for c in value:
-        if isinstance(c, bool) or not isinstance(c, int | float):
-            return False
-        try:
-            if not math.isfinite(float(c)):
-                return False
-        except OverflowError:  # an integer too large for a float
-            return False
-    return True
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
-def load_chain(path: Path, tree: KinematicTree) -> tuple[list[str], Array]:
-    """(link names in the model's order, their points (k, 3) m) from a chain file. Raises
-    `ChainFileError` naming the file and key, `OSError` when it cannot be read."""
+def _is_point(value: object) -> bool:
+    return isinstance(value, list) and len(value) == 3 and all(_is_number(c) for c in value)
+
+
+def _document(path: Path) -> dict[str, Any]:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
@@ -76,6 +78,36 @@ def load_chain(path: Path, tree: KinematicTree) -> tuple[list[str], Array]:
     unknown = sorted(set(document) - set(_KEYS))
     if unknown:
         raise ChainFileError(f"{path}: unknown key(s) {unknown}; expected {list(_KEYS)}")
+    return document
+
+
+def recorded_joints(path: Path, tree: KinematicTree) -> Array | None:
+    """The chain file's ``joints`` as a joint vector (unnamed joints at 0, clamped into the
+    limits), or None without them. Raises `ChainFileError` naming the file and key."""
+    joints = _document(path).get("joints")
+    if joints is None:
+        return None
+    if not isinstance(joints, dict):
+        raise ChainFileError(f"{path}: joints: must be an object {{joint name: value}}")
+    for name, value in joints.items():
+        if name not in tree.joint_names:
+            raise ChainFileError(
+                f"{path}: joints.{name}: unknown joint of model {tree.name!r}; "
+                f"joints: {', '.join(tree.joint_names)}"
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise ChainFileError(f"{path}: joints.{name}: must be a finite number (rad or m)")
+    return tree.limits.clamp(tree.q_from_mapping({k: float(v) for k, v in joints.items()}))
+
+
+def load_chain(path: Path, tree: KinematicTree) -> tuple[list[str], Array]:
+    """(link names in the model's order, their points (k, 3) m) from a chain file. Raises
+    `ChainFileError` naming the file and key, `OSError` when it cannot be read."""
+    document = _document(path)
     points = document.get("points")
     if not isinstance(points, dict):
         raise ChainFileError(f"{path}: points: must be an object {{link name: [x, y, z]}}")
@@ -112,7 +144,7 @@ def _revolute(tree: KinematicTree, joint: str) -> bool:
 
 
 def _print_text(
-    tree: KinematicTree, links: list[str], result: ChainMapping, tolerance: float
+    tree: KinematicTree, links: list[str], result: ChainMapping, tolerance: float, degrees: bool
 ) -> None:
     errors = f"worst segment error {result.worst_error:.3g} rad, tolerance {tolerance:g} rad"
     print(f"mapped      {'yes' if result.success else 'no'} ({errors})")
@@ -121,18 +153,22 @@ def _print_text(
     width = max(len(name) for name in tree.joint_names)
     for i, name in enumerate(tree.joint_names):
         value = float(result.q[i])
-        shown = f"{math.degrees(value):.4f}°" if _revolute(tree, name) else f"{value:.6f} m"
+        if not _revolute(tree, name):
+            shown = f"{value:+.9f} m"
+        else:
+            shown = f"{math.degrees(value):+10.4f}°" if degrees else f"{value:+.9f} rad"
         origin = "from the directions" if result.determined[i] else "seed (no direction decides it)"
-        print(f"  {name:<{width}}  {value:+.9f}  {f'({shown})':>13}  {origin}")
+        print(f"  {name:<{width}}  {shown}  {origin}")
     print("segments:")
     segments = [f"{a} -> {b}" for a, b in itertools.pairwise(links)]
     width = max(len(segment) for segment in segments)
     for segment, error in zip(segments, result.segment_errors, strict=True):
-        print(f"  {segment:<{width}}  error {error:.3g} rad ({math.degrees(error):.4f}°)")
+        shown = f"{math.degrees(error):.4f}°" if degrees else f"{error:.3g} rad"
+        print(f"  {segment:<{width}}  error {shown}")
 
 
 def _print_json(
-    tree: KinematicTree, links: list[str], result: ChainMapping, tolerance: float
+    tree: KinematicTree, links: list[str], result: ChainMapping, tolerance: float, _: bool
 ) -> None:
     names = tree.joint_names
     doc: dict[str, Any] = {
@@ -154,13 +190,14 @@ def _cmd_map(args: argparse.Namespace) -> int:
     if not (0.0 < args.tolerance < math.pi):
         raise UsageError(f"--tolerance: {args.tolerance} must be in (0, pi) rad")
     tree = load_tree(args.file)
-    seed = _seed(tree, args.seed)
     links, points = load_chain(args.chain, tree)
+    recorded = recorded_joints(args.chain, tree) if args.seed is None else None
+    seed = recorded if recorded is not None else _seed(tree, args.seed)
     try:
         result = map_chain(tree, links, points, seed, options=MappingOptions(args.tolerance))
     except KinematicsError as exc:
         raise ChainFileError(f"{args.chain}: {exc}") from None
-    (_print_json if args.json else _print_text)(tree, links, result, args.tolerance)
+    (_print_json if args.json else _print_text)(tree, links, result, args.tolerance, args.degrees)
     if not result.success:
         print(f"armd: map did not reach the shape: {result.message}", file=sys.stderr)
         return EXIT_FAILURE
@@ -184,8 +221,8 @@ def register(subparsers: Any) -> None:
         nargs="*",
         type=float,
         metavar="Q",
-        help="the current joint values, preferred where the shape leaves freedom "
-        "(default: zeros clipped into the limits)",
+        help="the current joint values, preferred where the shape leaves freedom (default: the "
+        "chain file's recorded 'joints', else zeros clipped into the limits)",
     )
     parser.add_argument(
         "--tolerance",
@@ -196,4 +233,7 @@ def register(subparsers: Any) -> None:
         "keypoints goal)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output (SI units)")
+    parser.add_argument(
+        "--degrees", action="store_true", help="text output: angles in degrees (default rad)"
+    )
     parser.set_defaults(func=_cmd_map)

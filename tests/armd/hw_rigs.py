@@ -152,7 +152,7 @@ JOINTS = ("shoulder", "elbow", "wrist")
 DRIVEN = ("shoulder", "elbow")
 WRIST = 0.2  # rad: the fixed joint's position
 Q0 = (0.3, -0.2)  # rad: where the driven joints start
-# Generous for a loaded test machine (DESIGN.md's defaults are 50 ms / 250 ms); the tests check
+# Generous for a loaded test machine (the defaults are 50 ms / 250 ms); the tests check
 # the order and the reported ages, never the time taken.
 THRESHOLDS = SafetyThresholds(
     stale_hold_s=0.1,

@@ -165,16 +165,26 @@ def test_probe_reports_a_device_that_does_not_answer(
     os.path.exists("/dev/ttyUSB0") or os.path.exists("/sys/class/net/can0"),
     reason="this machine has the example's hardware",
 )
-def test_example_config_names_its_missing_hardware(capsys: pytest.CaptureFixture[str]) -> None:
-    assert check("--config", str(EXAMPLE)) == 1
-    out, err = capsys.readouterr()
-    assert err.splitlines() == [
-        f"{EXAMPLE}: drivers.can0.params.channel: no network interface 'can0' (is the CAN "
-        "adapter plugged in? `ip link` lists them); then bring it up: `sudo ip link set can0 up "
-        "type can bitrate <bits/s>`",
-        f"{EXAMPLE}: drivers.servos.params.port: /dev/ttyUSB0: no such device (is the adapter "
-        "plugged in? see /dev/serial/by-id/)",
+def test_example_config_passes_without_hardware_and_names_what_probe_needs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    missing = [
+        "drivers.can0.params.channel: no network interface 'can0' (is the CAN adapter plugged "
+        "in? `ip link` lists them); then bring it up: `sudo ip link set can0 up type can "
+        "bitrate <bits/s>`",
+        "drivers.servos.params.port: /dev/ttyUSB0: no such device (is the adapter plugged in? "
+        "see /dev/serial/by-id/)",
     ]
+    assert check("--config", str(EXAMPLE)) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    notes = [line for line in out.splitlines() if line.startswith("hardware")]
+    assert notes == [f"hardware  not found (required by --probe and run): {m}" for m in missing]
+    assert out.splitlines()[-1] == f"{EXAMPLE}: OK (devices not contacted: see --probe)"
+
+    assert check("--config", str(EXAMPLE), "--probe") == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [f"{EXAMPLE}: {m}" for m in missing]
     assert "arm       ur5-example" in out  # the summary is still printed
 
 
@@ -290,7 +300,7 @@ def test_a_socketcan_interface_that_is_down(
     text = text.replace("channel: can0", f"channel: {channel}")
     text = text.replace("port: /dev/ttyUSB0", "port: /dev/null")
     (tmp_path / "example.yaml").write_text(text, encoding="utf-8")
-    assert check("--config", str(tmp_path / "example.yaml")) == 1
+    assert check("--config", str(tmp_path / "example.yaml"), "--probe") == 1
     (line,) = capsys.readouterr().err.splitlines()
     assert line.endswith(
         f"drivers.can0.params.channel: network interface {channel!r} is down: "

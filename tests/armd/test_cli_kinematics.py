@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -48,10 +50,46 @@ def test_model_show_prints_the_tree_dof_and_limits(capsys: pytest.CaptureFixture
     ) in lines
     joints = lines[lines.index("joints (q order):") + 1 :]
     assert joints[0].split()[:2] == ["0", "panda_joint1"]
-    assert "[-166.00°, 166.00°]  velocity 124.62°/s  acceleration unlimited" in joints[0]
-    assert "[-176.00°, -4.00°]" in joints[3]
+    assert "[-2.8973 rad, 2.8973 rad]  velocity 2.1750 rad/s  acceleration unlimited" in joints[0]
+    assert "[-3.0718 rad, -0.0698 rad]" in joints[3]
     assert "prismatic  [0 m, 0.04 m]  velocity 0.2 m/s" in joints[7]
     assert joints[8] == "mimic  panda_finger_joint2 = 1 * panda_finger_joint1 + 0"
+
+
+def test_model_show_in_degrees_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "model", "show", PANDA, "--degrees")
+    assert code == 0
+    joints = out.splitlines()[out.splitlines().index("joints (q order):") + 1 :]
+    assert "[-166.00°, 166.00°]  velocity 124.62°/s  acceleration unlimited" in joints[0]
+    assert "prismatic  [0 m, 0.04 m]" in joints[7]
+
+
+def test_model_show_into_a_pipe_that_closes_ends_quietly() -> None:
+    """`armd model show FILE | head -1`: the reader leaves early; no error, no traceback."""
+    done = subprocess.run(
+        f"{sys.executable} -m armd model show {PANDA} | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "model  panda\n", "")
+
+
+def test_model_convert_refuses_to_overwrite_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "panda.kinematic.json"
+    target.write_text("keep me", encoding="utf-8")
+    code, out, err = run(capsys, "model", "convert", PANDA, target)
+    assert (code, out) == (1, "")
+    assert_one_line_error(err, f"{target}: exists; add --force to overwrite it")
+    assert target.read_text(encoding="utf-8") == "keep me"
+    code, out, err = run(capsys, "model", "convert", PANDA, target, "--force")
+    assert (code, err) == (0, "")
+    assert KinematicTree.load(target).joint_names == KinematicTree.load(PANDA).joint_names
 
 
 def test_model_show_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -118,11 +156,29 @@ def test_fk_text(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0] == "link        tool0"
     position = [float(v) for v in lines[1].split()[1:4]]
     quaternion = [float(v) for v in lines[2].split()[1:5]]
-    rpy = [math.radians(float(v)) for v in lines[3].split()[1:4]]
+    rpy = [float(v) for v in lines[3].split()[1:4]]
     np.testing.assert_allclose(position, pose.translation, atol=1e-6, rtol=0)
     assert Pose(position, quaternion).is_close(pose, position_tol=1e-6, rotation_tol=1e-5)
     assert Pose(position, quat_from_rpy(rpy)).is_close(pose, position_tol=1e-6, rotation_tol=1e-5)
-    assert lines[3].endswith("deg (fixed axes x, y, z)")
+    assert lines[3].endswith("rad (fixed axes x, y, z)")
+
+    code, out, _ = run(capsys, "fk", UR5, "--degrees", "--q", *map(str, UR5_Q))
+    assert code == 0
+    degrees = [math.radians(float(v)) for v in out.splitlines()[3].split()[1:4]]
+    np.testing.assert_allclose(degrees, rpy, atol=1e-5, rtol=0)
+    assert out.splitlines()[3].endswith("deg (fixed axes x, y, z)")
+
+
+@pytest.mark.parametrize(("model", "link"), [(UR5, "tool0"), (PANDA, "panda_hand_tcp")])
+def test_ik_as_the_readme_shows_uses_the_tool_link(
+    model: Path, link: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Both shipped models branch; without --link, ik and fk use the leaf named like a tool."""
+    code, out, err = run(capsys, "ik", model, "--position", "0.4", "0.2", "0.4")
+    assert (code, out.splitlines()[1]) == (0, f"link        {link}"), err
+    assert all(line.endswith(" rad") for line in out.splitlines()[2:8])
+    code, out, _ = run(capsys, "fk", model, "--q", *map(str, UR5_Q if model == UR5 else PANDA_Q))
+    assert (code, out.splitlines()[0]) == (0, f"link        {link}")
 
 
 def test_fk_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,11 +224,6 @@ def test_fk_outside_the_limits_warns(capsys: pytest.CaptureFixture[str]) -> None
             ["--q", *map(str, UR5_Q), "--link", "hand"],
             2,
             "--link: unknown link 'hand' (links: world, base_link, shoulder_link",
-        ),
-        (
-            ["--q", *map(str, UR5_Q)],
-            2,
-            "--link is required: the model branches (leaves: ee_link, tool0, base)",
         ),
     ],
 )

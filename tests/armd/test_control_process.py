@@ -1,4 +1,4 @@
-"""The control process and the daemon's handle on it (`RemoteLoop`), with the real child process
+"""The control process and the daemon's handle on it (`ControlClient`), with the real child process
 on the simulated UR5: start-up (and its failures), requests and reports over the link, shutdown,
 the daemon dying, the process dying. And the link's framing."""
 

@@ -79,12 +79,25 @@ def test_the_leader_chain_as_text(capsys: pytest.CaptureFixture[str]) -> None:
     ]
 
 
-def test_the_seed_picks_the_recorded_wrist(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_chain_files_recorded_joints_pick_the_recorded_wrist(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As the README shows it (no --seed), the chain file's recorded joints seed the mapping:
+    the recorded wrist, not its flipped twin, which is closer to zeros."""
+    code, out, _ = run(capsys, "map", UR5, "--chain", LEADER, "--json")
+    assert code == 0
+    assert json.loads(out)["q"] == pytest.approx(RECORDED_Q, abs=1e-9)
+
+
+def test_the_seed_picks_the_wrist_closest_to_it(capsys: pytest.CaptureFixture[str]) -> None:
     """From zeros the wrist takes its other (flipped) solution, from the recorded pose its own."""
-    _, out, _ = run(capsys, "map", UR5, "--chain", LEADER, "--json")
+    zeros = ["0"] * 6
+    _, out, _ = run(capsys, "map", UR5, "--chain", LEADER, "--json", "--seed", *zeros)
     from_zeros = json.loads(out)
     assert from_zeros["q"][:3] == pytest.approx(RECORDED_Q[:3], abs=1e-9)
     assert from_zeros["q"][3:5] != pytest.approx(RECORDED_Q[3:5], abs=1e-3)
+    # the flipped wrist is the closer one to zeros: the mapping takes the branch nearest its seed
+    assert np.linalg.norm(from_zeros["q"]) < np.linalg.norm(RECORDED_Q)
     seed = [str(v) for v in np.array(RECORDED_Q) + 0.1]
     code, out, _ = run(capsys, "map", UR5, "--chain", LEADER, "--json", "--seed", *seed)
     assert code == 0

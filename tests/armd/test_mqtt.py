@@ -1,5 +1,5 @@
 """The MQTT bridge against a real Mosquitto on a free loopback port (tests/broker.py): the topics,
-payloads, QoS and retain flags of DESIGN.md, the Last Will, broker loss, credentials and TLS.
+payloads, QoS and retain flags of docs/mqtt.md, the Last Will, broker loss, credentials and TLS.
 
 Conditions are awaited with generous timeouts; nothing asserts speed."""
 

@@ -20,7 +20,7 @@ from kinematics import (
     Pose,
     UnknownNameError,
 )
-from kinematics import _ik_kernels as kern
+from kinematics import _layout as kern
 from kinematics.ik import IKOptions
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"

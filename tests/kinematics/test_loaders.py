@@ -1,5 +1,5 @@
-"""Model files: the .kinematic.json format of DESIGN.md (loads exactly as written), its error
-messages, file handling by suffix, and export round trips."""
+"""Model files: the .kinematic.json format of docs/kinematic-json.md (loads exactly as written),
+its error messages, file handling by suffix, and export round trips."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ TOL = 1e-12
 HALF = math.sqrt(0.5)
 
 
-# -- the DESIGN.md example ----------------------------------------------------------------------
+# -- the documented example ----------------------------------------------------------------------
 
 
 def test_design_example_loads_with_the_expected_dof_and_poses() -> None:

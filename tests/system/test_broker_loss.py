@@ -1,7 +1,7 @@
 """Broker loss: Mosquitto killed (SIGKILL) in the middle of a motion and restarted on the same port.
 
-DESIGN.md: "Broker lost: finish or stop the current motion (config), refuse new goals until
-reconnected"; the bridge reconnects with backoff, republishes ``availability`` and the retained
+docs/safety.md: on broker loss, stop (or finish, by config) the current motion and refuse new goals
+until reconnected; the bridge reconnects with backoff, republishes ``availability`` and the retained
 ``fault``, and sends after reconnection the statuses it could not deliver while the broker was away.
 
 How the tests see what happens while the broker is away: the daemon reports its mode changes to a

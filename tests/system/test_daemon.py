@@ -1,5 +1,5 @@
 """The daemon end to end: ``python -m armd run`` on the simulated UR5 of config/sim.yaml, a real
-Mosquitto started by the test, and a test client speaking the MQTT contract of DESIGN.md.
+Mosquitto started by the test, and a test client speaking the MQTT contract of docs/mqtt.md.
 
 The tests at the top share one daemon (their goals leave the arm at rest and do not depend on
 where it is); those that kill, stop or latch the daemon start their own. Conditions are awaited
@@ -44,7 +44,7 @@ from tests.system.probe import (
 # the joint limits and the singularities, from which the pose goals below are sampled.
 HOME = (0.0, -math.pi / 2, math.pi / 2, -math.pi / 2, -math.pi / 2, 0.0)
 JOINT_TOLERANCE = 0.005  # rad: safety.joint_tolerance's default, the daemon's success criterion
-POSE_TOLERANCE = (1e-3, 1e-2)  # m, rad: DESIGN.md
+POSE_TOLERANCE = (1e-3, 1e-2)  # m, rad: the defaults of docs/safety.md
 STILL_TOLERANCE = 1e-4  # rad: "nothing moves"
 SLOW = 0.1  # speed of the motions that a test interrupts: they would last several seconds
 

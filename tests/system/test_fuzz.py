@@ -1,7 +1,7 @@
 """Fuzz: at least 10,000 random and malformed payloads on each input topic (``goal`` and ``estop``)
-of a running daemon: every one is answered with ``rejected`` (with the ``id`` when one could be
-read, on ``goal``), nothing crashes the daemon and nothing moves the arm; every malformed ``estop``
-payload engages the e-stop (fail-safe).
+of a running daemon (docs/mqtt.md): every one is answered with ``rejected`` (with the ``id`` when
+one could be read, on ``goal``), nothing crashes the daemon and nothing moves the arm; every
+malformed ``estop`` payload engages the e-stop (fail-safe).
 
 The payloads come from a seeded generator (`random.Random`; set ``ARMD_FUZZ_SEED`` to explore other
 streams). The rule for the expected id is the contract's, computed here independently of the

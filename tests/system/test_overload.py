@@ -1,5 +1,5 @@
 """Overload: a client floods the goal topic with thousands of valid goals, as fast as it can
-publish them (QoS 1). DESIGN.md: the newest goal wins, every goal still gets a status, nothing a
+publish them (QoS 1). docs/mqtt.md: the newest goal wins, every goal still gets a status, nothing a
 client sends moves the arm outside its limits, and the daemon stays up.
 
 Commands are not visible over MQTT: the test checks the measured joints in the telemetry (never

@@ -1,0 +1,34 @@
+"""The array layouts the compiled kernels share with their Python callers, without numba: a
+model can be packed, and IK parameters built, without importing (or compiling) any kernel.
+
+Motors are packed one per row of a float64 array with `ROW` columns, so that a kernel takes one
+array instead of seven (numba's per-argument call overhead is the larger part of a 7-DOF FK)::
+
+    KIND    0 constant, 1 revolute, 2 prismatic
+    QIDX    index into q of the joint driving the motor
+    SCALE   joint value = SCALE * q[QIDX] + OFFSET (mimic joints; 1 and 0 otherwise)
+    OFFSET
+    AXIS    3 columns: unit axis in the frame after the origin
+    ORIGIN  8 columns: the constant transform applied before the motion (dual quaternion)
+    PARENT  row of the parent link (tree arrays only; -1 for the root)
+
+A *chain* array is the path from the root to one link, compacted: every constant transform is
+folded into the origin of the next joint, and its last row is a constant motor (the tip).
+A *tree* array has one row per link in topological order (a parent before its children).
+
+The kernels read these names as compile-time constants: numba's cache does not see a change here,
+so changing a value means clearing the cache (`__pycache__/*.nbi`, `*.nbc`).
+"""
+
+from __future__ import annotations
+
+CONSTANT, REVOLUTE, PRISMATIC = 0, 1, 2
+KIND, QIDX, SCALE, OFFSET, AXIS, ORIGIN, PARENT = 0, 1, 2, 3, 4, 7, 15
+ROW = 16
+
+# IK (`kinematics._ik_kernels`): methods, indices into the `params` array, into the `info` output.
+DLS, TRANSPOSE = 0, 1
+P_METHOD, P_ORIENT_WEIGHT, P_MAX_ITER, P_POS_TOL, P_ROT_TOL, P_NULL_GAIN, P_LAMBDA = range(7)
+P_MAX_CHANGE = 7
+N_PARAMS = 8
+I_POS_ERR, I_ROT_ERR, I_ITERATIONS, I_CONVERGED = range(4)

@@ -1,0 +1,126 @@
+"""`armd goal`, `armd estop` and `armd watch` against the daemon on the simulated UR5 and a real
+Mosquitto (the test client of the rig watches alongside). No test asserts speed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.system.helpers import Rig, armd_command
+from tests.system.probe import WAIT_S, joint_positions
+
+ROOT = Path(__file__).resolve().parents[2]
+LEADER = ROOT / "config" / "chains" / "ur5_leader.json"
+
+
+def armd(*args: object, timeout_s: float = 2 * WAIT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        armd_command(*args), capture_output=True, text=True, timeout=timeout_s, check=False
+    )
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess[str], code: int, start: str) -> None:
+    assert done.returncode == code, done
+    assert done.stderr.startswith(f"armd: error: {start}"), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_estop_engage_and_reset_wait_for_the_mode(arm: Rig) -> None:
+    engaged = armd("estop", "--config", arm.config, "engage")
+    assert (engaged.returncode, engaged.stdout) == (0, "e-stop engaged: mode estop\n"), engaged
+    assert arm.probe.latest_state()["mode"] == "estop"
+    refused = armd("goal", "--config", arm.config, "--id", "in-estop", "joints", "elbow_joint=1")
+    assert refused.returncode == 1, refused
+    reset = armd("estop", "--config", arm.config, "reset")
+    assert (reset.returncode, reset.stdout) == (0, "e-stop reset: mode holding\n"), reset
+
+
+def test_keypoints_goal_from_a_chain_file(arm: Rig) -> None:
+    done = armd("goal", "--config", arm.config, "--id", "cli-keypoints", "keypoints", LEADER)
+    assert done.returncode == 0, done
+    statuses = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [s["status"] for s in statuses] == ["accepted", "succeeded"], done.stdout
+    recorded = json.loads(LEADER.read_text(encoding="utf-8"))["joints"]
+    reached = joint_positions(arm.probe.latest_state())
+    for name in ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint"):
+        assert abs(reached[name] - recorded[name]) < 0.01, (name, reached)
+
+
+def test_goal_shows_its_progress_while_it_waits(arm: Rig) -> None:
+    target = joint_positions(arm.probe.latest_state())["shoulder_pan_joint"] + 1.0
+    done = armd(
+        "goal", "--config", arm.config, "--id", "cli-slow",
+        "joints", f"shoulder_pan_joint={target}", "--speed", "0.15",
+    )  # fmt: skip
+    assert done.returncode == 0, done
+    progress = done.stderr.splitlines()
+    assert progress, "no progress line"  # plain lines (stderr is not a terminal), one a second
+    assert all(line.startswith("goal cli-slow: ") for line in progress), progress
+    left = [float(line.split(", ")[1].split()[0]) for line in progress if "to go" in line]
+    assert left, progress
+    assert left == sorted(left, reverse=True), left  # the distance shrinks
+    assert all(0.0 <= v <= 1.0 + 1e-6 for v in left), left
+
+
+def test_goal_names_the_joint_whose_value_is_not_a_number(arm: Rig) -> None:
+    done = armd("goal", "--config", arm.config, "joints", "elbow_joint=abc")
+    assert_one_line_error(done, 2, "goal joints: elbow_joint: 'abc' is not a number (rad or m)")
+
+
+def test_watch_once_shows_joints_against_their_limits(arm: Rig) -> None:
+    done = armd("watch", "--config", arm.config, "--once")
+    assert done.returncode == 0, done
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("arm ur5-sim  availability online  mode holding  t "), lines
+    assert "  elbow_joint          " in "\n".join(lines)
+    assert any("rad in [-3.1416, +3.1416]" in line for line in lines), lines
+    assert any(line.startswith("  tcp tool0  position ") for line in lines), lines
+    assert lines[-1] == "  fault none"
+
+
+def test_watch_prints_plain_lines_when_piped_and_ends_on_ctrl_c(arm: Rig) -> None:
+    watcher = subprocess.Popen(
+        armd_command("watch", "--config", arm.config, "--interval", "0.2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        seen: list[str] = []
+        deadline = time.monotonic() + WAIT_S
+        while not any(line.startswith("  tcp ") for line in seen):
+            assert time.monotonic() < deadline, seen
+            seen.append(watcher.stdout.readline().rstrip("\n"))
+        assert "availability online" in seen
+        arm.probe.run_goal({"id": "seen-by-watch", "type": "stop"})
+        while "goal seen-by-watch succeeded" not in seen:
+            assert time.monotonic() < deadline, seen
+            seen.append(watcher.stdout.readline().rstrip("\n"))
+    finally:
+        watcher.send_signal(signal.SIGINT)
+        _, err = watcher.communicate(timeout=WAIT_S)
+    assert watcher.returncode == 130, err
+    assert "Traceback" not in err
+
+
+def test_goal_to_an_offline_arm_fails_at_once(start_arm: pytest.FixtureRequest) -> None:
+    rig: Rig = start_arm()  # type: ignore[operator]
+    assert rig.daemon.stop() == 0
+    started = time.monotonic()
+    done = armd("goal", "--config", rig.config, "--timeout", "60", "joints", "elbow_joint=1")
+    assert_one_line_error(done, 1, "arm 'ur5-sim' is offline (armd/ur5-sim/availability)")
+    assert time.monotonic() - started < 30.0  # far from the 60 s timeout, whatever the machine
+
+    other = Path(rig.config).with_name("other.yaml")
+    other.write_text(
+        Path(rig.config).read_text(encoding="utf-8").replace("name: ur5-sim", "name: other"),
+        encoding="utf-8",
+    )
+    never = armd("estop", "--config", other, "engage")
+    assert_one_line_error(never, 1, "arm 'other' has never been online on this broker")
