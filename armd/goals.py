@@ -194,13 +194,16 @@ class GoalPipeline:
             raise Rejected(f"arm is {sample.mode.value}: not ready for goals")
         if not MIN_SPEED <= goal.speed <= 1.0:  # `armd.payloads` checks it; goals built in code too
             raise Rejected(f"speed: {goal.speed!r} must be in [{MIN_SPEED:g}, 1]")
-        if isinstance(goal, JointsGoal):
-            return self._plan_joints(goal, sample)
-        if isinstance(goal, KeypointsGoal):
-            return self._plan_keypoints(goal, sample)
-        if goal.motion == "linear":
-            return self._plan_linear(goal, sample)
-        return self._plan_pose(goal, sample)
+        try:
+            if isinstance(goal, JointsGoal):
+                return self._plan_joints(goal, sample)
+            if isinstance(goal, KeypointsGoal):
+                return self._plan_keypoints(goal, sample)
+            if goal.motion == "linear":
+                return self._plan_linear(goal, sample)
+            return self._plan_pose(goal, sample)
+        except KinematicsError as exc:  # e.g. a target that is not finite (goals built in code)
+            raise Rejected(f"target: {exc}") from None
 
     def _plan_joints(self, goal: JointsGoal, sample: Sample) -> Move:
         fixed = sorted(set(goal.positions) & self.settings.fixed_joints)

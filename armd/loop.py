@@ -27,7 +27,7 @@ from numpy.typing import NDArray
 from armd.hardware import ArmHardware
 from armd.limiter import SetpointLimiter
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
-from armd.moves import check_move, plan_motion
+from armd.motions import Ended, Motions
 from armd.protocol import (
     Command,
     EngageEstop,
@@ -35,19 +35,17 @@ from armd.protocol import (
     FaultChanged,
     FollowPath,
     ModeChanged,
-    Move,
     MoveTo,
     Ready,
     Reset,
     Sample,
     Shutdown,
     Stop,
-    superseded,
 )
 from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState, SafetyMonitor, Verdict
 from armd.timing import Schedule
-from armd.trajectory import Motion, MotionLimits, PlanningError, Setpoint, StopMotion
+from armd.trajectory import MotionLimits, Setpoint
 from drivers import DriverError
 
 __all__ = ["ControlLoop", "LoopSettings"]
@@ -65,15 +63,6 @@ class LoopSettings:
     disable_on_fault: bool
     auto_enable: bool = True
     sample_every: int = 1  # ticks between routine samples (a change of state is sent at once)
-
-
-@dataclass
-class _Active:
-    goal_id: str | None
-    motion: Motion
-    start_tick: int
-    is_stop: bool = False
-    move: Move | None = None
 
 
 class ControlLoop:
@@ -106,11 +95,16 @@ class ControlLoop:
         self.fault: Fault | None = None
         self.healthy = False
         self.ready = False  # every joint was read once
-        self.taken = 0  # motion commands (moves and stops) taken in
         self.shutting_down = False
+        self.motions = Motions(
+            joint_names,
+            limits,
+            settings.period_s,
+            settings.joint_tolerance,
+            settings.settle_timeout_s,
+            self._status,
+        )
         self._enabled = False
-        self._active: _Active | None = None
-        self._pending: Move | Stop | None = None
         self._estop_request = False
         self._reset_request = False
         self._hold_reason: str | None = None
@@ -123,11 +117,7 @@ class ControlLoop:
     def handle(self, command: Command) -> None:
         """Take a command (`armd.protocol`); it acts at the next tick."""
         if isinstance(command, MoveTo | FollowPath | Stop):
-            self.taken += 1
-            replaced, self._pending = self._pending, command
-            if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
-                reason = superseded(command.goal_id)
-                self._status(replaced.goal_id, GoalStatus.PREEMPTED, reason)
+            self.motions.take(command)
         elif isinstance(command, EngageEstop):
             self._estop_request = True
         elif isinstance(command, Reset):
@@ -141,12 +131,17 @@ class ControlLoop:
     @property
     def moving(self) -> bool:
         """True while a motion or a stop is under way (the commanded state is changing)."""
-        return self._active is not None
+        return self.motions.moving
 
     @property
     def busy(self) -> bool:
-        """Moving, or a request waits for the next tick."""
-        return self._active is not None or self._pending is not None
+        """Moving, or a command waits for the next tick."""
+        return self.motions.busy
+
+    @property
+    def taken(self) -> int:
+        """Motion commands (moves and stops) taken in."""
+        return self.motions.taken
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -185,7 +180,7 @@ class ControlLoop:
             )
         except Exception:
             log.exception("latching the internal error failed: holding the last command")
-            self._active = None
+            self.motions.active = None
             if self.commanded is not None and np.all(np.isfinite(self.commanded.position)):
                 self.commanded = Setpoint.at_rest(self.commanded.position)
             else:
@@ -247,7 +242,7 @@ class ControlLoop:
     def _start_from_measured(self, measured: MeasuredState) -> None:
         self.limiter.reset(measured.position)
         self.commanded = Setpoint.at_rest(measured.position)
-        self._active = None
+        self.motions.active = None
         self._set_mode(Mode.HOLDING)
         self.healthy = True
 
@@ -284,7 +279,7 @@ class ControlLoop:
     def _stop_everything(self, mode: Mode, reason: str) -> None:
         if self.mode in (Mode.FAULT, Mode.ESTOP) and mode == Mode.ESTOP:
             return
-        self._drop_pending(reason)
+        self.motions.drop_pending(reason)
         if self._enabled and self.commanded is not None:
             self._stop_motion(reason)
         self._set_mode(mode)
@@ -330,88 +325,32 @@ class ControlLoop:
 
     # -- motions ----------------------------------------------------------------------------------
 
-    def _drop_pending(self, reason: str) -> None:
-        pending, self._pending = self._pending, None
-        if isinstance(pending, Stop):
-            if pending.goal_id is not None:
-                self._status(pending.goal_id, GoalStatus.SUCCEEDED, None)
-        elif pending is not None:
-            self._status(pending.goal_id, GoalStatus.ABORTED, reason)
-
     def _stop_motion(self, reason: str, outcome: GoalStatus = GoalStatus.ABORTED) -> None:
         """Controlled stop from the commanded state; the active goal ends as `outcome`."""
-        active = self._active
-        if active is not None and active.goal_id is not None and not active.is_stop:
-            self._status(active.goal_id, outcome, reason)
         assert self.commanded is not None
-        stop = StopMotion(self.commanded, self.limits)
-        goal_id = active.goal_id if active is not None and active.is_stop else None
-        self._active = _Active(goal_id, stop, self.tick_count, is_stop=True)
+        self.motions.stop(self.commanded, self.tick_count, reason, outcome)
         if self.mode == Mode.MOVING:
             self._set_mode(Mode.STOPPING)
 
     def _apply_requests(self) -> None:
-        request, self._pending = self._pending, None
-        if request is None:
+        if self.motions.pending is None:
             return
-        if isinstance(request, Stop):
-            if self.mode == Mode.MOVING:
-                self._stop_motion(request.reason, request.outcome)
-            active = self._active
-            if active is not None and active.is_stop:
-                # The stop under way now answers this request; an earlier stop's id is answered.
-                if request.goal_id is not None:
-                    if active.goal_id is not None:
-                        reason = f"preempted by {request.goal_id}"
-                        self._status(active.goal_id, GoalStatus.PREEMPTED, reason)
-                    active.goal_id = request.goal_id
-            elif request.goal_id is not None:
-                self._status(request.goal_id, GoalStatus.SUCCEEDED, None)
-            return
-        if not self._enabled or self.mode not in (Mode.HOLDING, Mode.MOVING, Mode.STOPPING):
-            latched = self.mode in (Mode.FAULT, Mode.ESTOP)
-            reason = f"arm is {self.mode.value}" + (": reset first" if latched else "")
-            self._status(request.goal_id, GoalStatus.ABORTED, reason)
-            return
-        self._start_move(request)
-
-    def _start_move(self, move: Move) -> None:
-        assert self.commanded is not None
-        try:
-            check_move(move, self.limiter.lower, self.limiter.upper, self.limits)
-            motion = plan_motion(move, self.commanded)
-        except PlanningError as exc:
-            self._status(move.goal_id, GoalStatus.ABORTED, str(exc))
-            return
-        except Exception as exc:  # a command this loop cannot follow ends its goal, nothing more
-            log.exception("goal %s: planning its motion failed", move.goal_id)
-            self._status(
-                move.goal_id, GoalStatus.ABORTED, f"internal error: {type(exc).__name__}: {exc}"
-            )
-            return
-        previous = self._active
-        if previous is not None and previous.goal_id is not None:  # a stop under way too
-            self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {move.goal_id}")
-        self._active = _Active(move.goal_id, motion, self.tick_count, move=move)
-        self._set_mode(Mode.MOVING)
-
-    def _motion_time(self, active: _Active) -> float:
-        """Time into the motion of this tick's setpoint: a motion planned at tick k starts from
-        the state commanded at tick k - 1, so tick k samples it one period in."""
-        return (self.tick_count - active.start_tick + 1) * self.settings.period_s
+        commanded = self.commanded if self._enabled else None
+        bounds = (self.limiter.lower, self.limiter.upper)
+        mode = self.motions.apply(commanded, self.tick_count, self.mode, bounds)
+        if mode is not None:
+            self._set_mode(mode)
 
     async def _command(self) -> None:
         assert self.commanded is not None
-        active = self._active
-        wanted = (
-            self.commanded if active is None else active.motion.sample(self._motion_time(active))
-        )
+        wanted = self.motions.setpoint(self.commanded, self.tick_count)
         position, velocity = self.limiter.apply(wanted.position, wanted.velocity)
         acceleration = (velocity - self.commanded.velocity) / self.settings.period_s
         self.commanded = Setpoint(position, velocity, acceleration)
-        if active is not None and active.start_tick == self.tick_count and not active.is_stop:
+        starting = self.motions.starting(self.tick_count)
+        if starting is not None:
             # monotonic: the same clock in every process (bench/loop.py measures goal latency)
-            log.debug("goal %s: first command at monotonic %.6f", active.goal_id, time.monotonic())
+            log.debug("goal %s: first command at monotonic %.6f", starting, time.monotonic())
         try:
             await self.hardware.write(position, velocity)
         except DriverError as exc:
@@ -419,44 +358,11 @@ class ControlLoop:
                 self._latch(Fault("driver_lost", f"writing commands failed: {exc}"))
 
     def _track_goal(self, measured: MeasuredState) -> None:
-        active = self._active
-        if active is None:
-            return
-        t = self._motion_time(active)
-        if not active.motion.done(t):
-            return
-        if active.is_stop:
-            self._finish_stop(active)
-            return
-        error = np.abs(measured.position - active.motion.sample(t).position)
-        tolerance = active.move.tolerance if active.move is not None else None
-        if tolerance is None:
-            reached = bool(np.all(error <= self.settings.joint_tolerance))
-        else:
-            reached = bool(np.all(error <= tolerance))
-        if reached:
-            self._status(active.goal_id, GoalStatus.SUCCEEDED, None)
-        elif t - active.motion.duration > self.settings.settle_timeout_s:
-            timeout = self.settings.settle_timeout_s
-            worst = int(np.argmax(error))
-            reason = (
-                f"did not settle: joint {self.joint_names[worst]!r} {error[worst]:.4f} from its "
-                f"target after {timeout:g} s"
-            )
-            self._status(active.goal_id, GoalStatus.ABORTED, reason)
-        else:
-            return
-        self._active = None
-        self._set_mode(Mode.HOLDING)
-
-    def _finish_stop(self, active: _Active) -> None:
-        self._active = None
-        if active.goal_id is not None:
-            self._status(active.goal_id, GoalStatus.SUCCEEDED, None)
-        if self.mode in (Mode.FAULT, Mode.ESTOP):
+        ended = self.motions.track(measured, self.tick_count)
+        if ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
             self._disable_pending = self.settings.disable_on_fault and self._enabled
-            return
-        self._set_mode(Mode.HOLDING)
+        elif ended is not None:
+            self._set_mode(Mode.HOLDING)
 
     async def _disable(self) -> None:
         """Drives off after a fault stop (config `on_fault: disable`); a reset re-enables them

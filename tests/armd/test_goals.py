@@ -156,7 +156,7 @@ async def test_stop_goes_straight_to_the_loop() -> None:
         StatusUpdate("a", GoalStatus.ACCEPTED),
         StatusUpdate("a", GoalStatus.PREEMPTED, "superseded by s before it was planned"),
     ]
-    assert isinstance(rig.loop._pending, Stop)
+    assert isinstance(rig.loop.motions.pending, Stop)
     await rig.run(3)
     assert statuses[2:] == [
         StatusUpdate("s", GoalStatus.ACCEPTED),
@@ -177,7 +177,7 @@ async def test_a_request_reaches_the_loop_as_planned() -> None:
     assert isinstance(goal, JointsGoal)
     await pipeline._handle(goal)
     assert statuses == [StatusUpdate("x", GoalStatus.ACCEPTED)]
-    assert isinstance(rig.loop._pending, MoveTo)
+    assert isinstance(rig.loop.motions.pending, MoveTo)
     await rig.run_until(lambda: rig.final("x") is not None)
     assert rig.final("x").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
     assert abs(rig.loop.measured.position[0] - 0.4) < 0.005  # type: ignore[union-attr]
