@@ -1,5 +1,5 @@
-"""Values exchanged between the daemon's tasks (control loop, goal pipeline, MQTT bridge), and
-their JSON form on the MQTT topics of DESIGN.md.
+"""Values exchanged between the daemon's tasks (control loop, goal pipeline, MQTT bridge); their
+JSON form on the MQTT topics is `armd.contract`'s.
 
 Units are SI (m, rad, s); quaternions ``[w, x, y, z]``. Everything here is immutable; the tasks
 pass these values through queues and one-slot mailboxes, never shared mutable state.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 __all__ = [
     "EstopCommand",
@@ -59,12 +59,6 @@ class StatusUpdate:
     status: GoalStatus
     reason: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {"id": self.goal_id, "status": self.status.value}
-        if self.reason is not None:
-            payload["reason"] = self.reason
-        return payload
-
 
 @dataclass(frozen=True, slots=True)
 class Fault:
@@ -74,12 +68,6 @@ class Fault:
     code: str
     message: str
     joint: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        payload: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.joint is not None:
-            payload["joint"] = self.joint
-        return payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,21 +81,6 @@ class Telemetry:
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]
     missed_ticks: int = 0  # since start: ticks the loop could not run on time
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "t": self.t,
-            "mode": self.mode.value,
-            "missed_ticks": self.missed_ticks,
-            "joints": {
-                name: {"position": p, "velocity": v} for name, (p, v) in self.joints.items()
-            },
-            "tcp": {
-                "link": self.tcp_link,
-                "position": list(self.tcp_position),
-                "orientation": list(self.tcp_orientation),
-            },
-        }
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,6 @@ import asyncio
 import collections
 import contextlib
 import itertools
-import json
 import logging
 import random
 import socket
@@ -43,6 +42,22 @@ import aiomqtt
 from aiomqtt.exceptions import MqttConnectError
 from pydantic import SecretStr
 
+from armd.contract import (
+    AVAILABILITY,
+    ESTOP,
+    FAULT,
+    GOAL,
+    GOAL_STATUS,
+    OFFLINE,
+    ONLINE,
+    STATE,
+    Topic,
+    Topics,
+    encode,
+    fault_json,
+    status_json,
+    telemetry_json,
+)
 from armd.errors import ConfigError
 from armd.messages import (
     EstopCommand,
@@ -56,13 +71,11 @@ from armd.messages import (
 from armd.payloads import parse_estop, parse_goal
 from armd.ratelimit import RateLimiter, RateLimitFilter
 
-__all__ = ["MqttBridge", "MqttSettings", "Topics", "connection_options", "reconnect_delay_s"]
+__all__ = ["MqttBridge", "MqttSettings", "connection_options", "reconnect_delay_s"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-ONLINE = b"online"
-OFFLINE = b"offline"
 _STATUS_BATCH = 20  # QoS 1 statuses in flight at once (paho's default inflight window)
 _AUTH_REASON_CODES = {4, 5, 134, 135}  # bad username or password / not authorised (3.1.1, 5)
 
@@ -105,30 +118,6 @@ class MqttSettings:
     @property
     def uses_tls(self) -> bool:
         return self.tls or any((self.tls_ca_file, self.tls_cert_file, self.tls_key_file))
-
-
-@dataclass(frozen=True, slots=True)
-class Topics:
-    """The topic names of one arm (DESIGN.md, MQTT API)."""
-
-    availability: str
-    state: str
-    goal: str
-    goal_status: str
-    estop: str
-    fault: str
-
-    @classmethod
-    def for_arm(cls, arm_name: str) -> Topics:
-        base = f"armd/{arm_name}/"
-        return cls(
-            availability=base + "availability",
-            state=base + "state",
-            goal=base + "goal",
-            goal_status=base + "goal/status",
-            estop=base + "estop",
-            fault=base + "fault",
-        )
 
 
 class MqttBridge:
@@ -266,7 +255,7 @@ class MqttBridge:
             **connection_options(settings),
             logger=self._client_log,
             identifier=settings.client_id or f"armd-{settings.arm_name}",
-            will=aiomqtt.Will(self.topics.availability, OFFLINE, qos=1, retain=True),
+            will=aiomqtt.Will(self.topics.availability, OFFLINE, **_flags(AVAILABILITY)),
             clean_session=True,
             timeout=settings.timeout_s,
             keepalive=settings.keepalive_s,
@@ -310,7 +299,7 @@ class MqttBridge:
             await self._goodbye(client)
             return
         self._handed_over = -1  # those handed to an earlier connection are sent again
-        await client.publish(self.topics.availability, ONLINE, qos=1, retain=True)
+        await client.publish(self.topics.availability, ONLINE, **_flags(AVAILABILITY))
         await self._publish_fault(client, force=True)
         await self._subscribe(client)
         _log.info("MQTT: online at %s as %s", self.settings.address, client.identifier)
@@ -324,8 +313,9 @@ class MqttBridge:
             await self._goodbye(client)
 
     async def _subscribe(self, client: aiomqtt.Client) -> None:
-        topics = (self.topics.goal, self.topics.estop)
-        codes = await client.subscribe([(topic, 1) for topic in topics])
+        inbound = (GOAL, ESTOP)
+        topics = tuple(self.topics.name(topic) for topic in inbound)
+        codes = await client.subscribe([(self.topics.name(t), t.qos) for t in inbound])
         refused = [t for t, code in zip(topics, codes, strict=False) if _is_failure(code)]
         if refused:  # an ACL; keep serving what is allowed (telemetry, statuses)
             message = "MQTT: %s refused the subscription to %s; check its ACL"
@@ -365,7 +355,7 @@ class MqttBridge:
                 while self._statuses:
                     await self._publish_status_batch(client)
                 await self._publish_fault(client, force=False)
-                await client.publish(self.topics.availability, OFFLINE, qos=1, retain=True)
+                await client.publish(self.topics.availability, OFFLINE, **_flags(AVAILABILITY))
         except (aiomqtt.MqttError, TimeoutError) as exc:
             _log.warning(
                 "MQTT: clean shutdown incomplete (%d statuses unsent): %s", len(self._statuses), exc
@@ -483,7 +473,8 @@ class MqttBridge:
     async def _publish_status(self, client: aiomqtt.Client, seq: int, update: StatusUpdate) -> None:
         # aiomqtt hands the message to paho before its first await: in the same step as this.
         self._handed_over = max(self._handed_over, seq)
-        await client.publish(self.topics.goal_status, _json(update.to_json()), qos=1)
+        payload = encode(status_json(update))
+        await client.publish(self.topics.goal_status, payload, **_flags(GOAL_STATUS))
 
     async def _pump_telemetry(self, client: aiomqtt.Client) -> None:
         while True:
@@ -494,11 +485,11 @@ class MqttBridge:
             if telemetry is None:
                 continue
             try:
-                payload = _json(telemetry.to_json())
+                payload = encode(telemetry_json(telemetry))
             except (TypeError, ValueError) as exc:  # NaN or a non-JSON type: a daemon bug
                 self._warn("telemetry", "MQTT: telemetry not serialisable, skipped: %s", exc)
                 continue
-            await client.publish(self.topics.state, payload, qos=0)
+            await client.publish(self.topics.state, payload, **_flags(STATE))
 
     async def _pump_fault(self, client: aiomqtt.Client) -> None:
         while True:
@@ -514,8 +505,8 @@ class MqttBridge:
         if version == self._fault_published and not force:
             return
         fault = self._fault
-        payload = _json(fault.to_json()) if fault is not None else b""
-        await client.publish(self.topics.fault, payload, qos=1, retain=True)
+        payload = encode(fault_json(fault)) if fault is not None else b""
+        await client.publish(self.topics.fault, payload, **_flags(FAULT))
         self._fault_published = version
 
     # -- connection state and logging -------------------------------------------------------
@@ -634,8 +625,9 @@ def _describe(exc: BaseException) -> str:
     return f"{exc} ({cause})" if cause is not None and str(cause) else str(exc)
 
 
-def _json(value: dict[str, Any]) -> bytes:
-    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+def _flags(topic: Topic) -> dict[str, Any]:
+    """The QoS and retain flag of `topic` as `aiomqtt.Client.publish` keywords."""
+    return {"qos": topic.qos, "retain": topic.retain}
 
 
 def _suppressed_note(count: int) -> str:

@@ -35,6 +35,14 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
 from pydantic_core import ErrorDetails
 
+from armd.contract import (
+    GOAL_TYPES,
+    MAX_CARTESIAN_M,
+    MAX_ID_LENGTH,
+    MAX_JOINT_POSITION,
+    MAX_PAYLOAD_BYTES,
+    MIN_SPEED,
+)
 from armd.messages import (
     EstopCommand,
     Goal,
@@ -57,12 +65,6 @@ __all__ = [
     "parse_goal",
 ]
 
-MAX_PAYLOAD_BYTES = 64 * 1024
-MAX_ID_LENGTH = 128
-MIN_SPEED = 0.01
-MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
-MAX_JOINT_POSITION = 1000.0  # rad or m
-GOAL_TYPES = ("pose", "joints", "keypoints", "stop")
 _MIN_QUATERNION_NORM = 1e-6
 _MAX_REASONS = 5  # a payload with many mistakes gets the first few, not an essay
 _MAX_SHOWN_CHARS = 60  # echoed client values are truncated in reasons

@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
 from armd.config import ArmSetup, load_config  # noqa: E402
-from armd.mqtt import Topics  # noqa: E402
+from armd.contract import Topics  # noqa: E402
 
 sys.path.append(str(_HERE))
 from harness import (  # noqa: E402

@@ -41,7 +41,7 @@ import aiomqtt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from armd.config import ArmSetup, load_config  # noqa: E402
-from armd.mqtt import Topics  # noqa: E402
+from armd.contract import Topics  # noqa: E402
 
 sys.path.append(str(_HERE))
 import harness  # noqa: E402

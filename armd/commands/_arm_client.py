@@ -20,8 +20,9 @@ from typing import Any
 import aiomqtt
 
 from armd.config import ArmSetup
+from armd.contract import Topics
 from armd.errors import ArmdError
-from armd.mqtt import MqttSettings, Topics, connection_options
+from armd.mqtt import MqttSettings, connection_options
 
 __all__ = [
     "AVAILABILITY_WAIT_S",

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from armd.commands._cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, say_error
+from armd.contract import goal_json
+from armd.messages import Goal, JointsGoal, KeypointsGoal, PoseGoal, StopGoal
 
 if TYPE_CHECKING:
     from armd.commands._arm_client import ArmClient
@@ -121,34 +123,33 @@ def _joint_positions(items: list[str]) -> dict[str, float]:
 
 
 def goal_payload(args: argparse.Namespace, goal_id: str, setup: ArmSetup) -> dict[str, Any]:
-    """The JSON goal for the command line. Raises `UsageError` for an argument that cannot make a
-    goal (the daemon validates the rest and answers ``rejected`` with the reason)."""
+    """The JSON goal for the command line (`armd.contract.goal_json`). Raises `UsageError` for an
+    argument that cannot make a goal (the daemon validates the rest and answers ``rejected``
+    with the reason)."""
+    goal: Goal
     if args.kind == "stop":
-        return {"id": goal_id, "type": "stop"}
-    if args.kind == "joints":
-        positions = _joint_positions(args.positions)
-        return {"id": goal_id, "type": "joints", "positions": positions, "speed": args.speed}
-    if args.kind == "keypoints":
+        goal = StopGoal(goal_id)
+    elif args.kind == "joints":
+        goal = JointsGoal(goal_id, _joint_positions(args.positions), args.speed)
+    elif args.kind == "keypoints":
         from armd.commands.map_cmd import ChainFileError, load_chain
 
         try:
             links, points = load_chain(args.chain, setup.tree)
         except (ChainFileError, OSError) as exc:
             raise UsageError(f"keypoints: {exc}") from None
-        chain = dict(zip(links, points.tolist(), strict=True))
-        return {"id": goal_id, "type": "keypoints", "points": chain, "speed": args.speed}
-    payload: dict[str, Any] = {
-        "id": goal_id,
-        "type": "pose",
-        "position": args.position,
-        "motion": "linear" if args.linear else "joint",
-        "speed": args.speed,
-    }
-    if args.orientation is not None:
-        payload["orientation"] = args.orientation
-    if args.link is not None:
-        payload["link"] = args.link
-    return payload
+        xyz = tuple((float(x), float(y), float(z)) for x, y, z in points.tolist())
+        goal = KeypointsGoal(goal_id, tuple(links), xyz, args.speed)
+    else:
+        goal = PoseGoal(
+            goal_id,
+            tuple(args.position),
+            None if args.orientation is None else tuple(args.orientation),
+            args.link,
+            "linear" if args.linear else "joint",
+            args.speed,
+        )
+    return goal_json(goal)
 
 
 # -- commands -------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import aiomqtt
 import pytest
 from pydantic import SecretStr
 
+from armd.contract import Topics
 from armd.errors import ConfigError
 from armd.messages import (
     EstopCommand,
@@ -37,7 +38,7 @@ from armd.messages import (
     StopGoal,
     Telemetry,
 )
-from armd.mqtt import MqttBridge, MqttSettings, Topics, reconnect_delay_s
+from armd.mqtt import MqttBridge, MqttSettings, reconnect_delay_s
 from tests.broker import MosquittoBroker, make_password_file, make_tls_files
 
 WAIT_S = 10.0

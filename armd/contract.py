@@ -1,0 +1,164 @@
+"""The MQTT contract of an arm, in one place: its topics with their direction, QoS and retain flag,
+the bounds every inbound payload is held to, and the JSON form of every value that crosses the
+broker (docs/mqtt.md describes it for clients).
+
+The bridge (`armd.mqtt`), the parser of inbound payloads (`armd.payloads`), the command-line
+client (``armd goal``, ``estop``, ``watch``) and the tests all take it from here. It imports
+neither pydantic nor aiomqtt, so that a client that only publishes starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from armd.messages import (
+    Fault,
+    Goal,
+    JointsGoal,
+    KeypointsGoal,
+    PoseGoal,
+    StatusUpdate,
+    StopGoal,
+    Telemetry,
+)
+
+__all__ = [
+    "AVAILABILITY",
+    "ESTOP",
+    "FAULT",
+    "GOAL",
+    "GOAL_STATUS",
+    "GOAL_TYPES",
+    "MAX_CARTESIAN_M",
+    "MAX_ID_LENGTH",
+    "MAX_JOINT_POSITION",
+    "MAX_PAYLOAD_BYTES",
+    "MIN_SPEED",
+    "OFFLINE",
+    "ONLINE",
+    "STATE",
+    "TOPICS",
+    "Topic",
+    "Topics",
+    "encode",
+    "fault_json",
+    "goal_json",
+    "status_json",
+    "telemetry_json",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """One topic of an arm, under ``armd/<name>/``: `inbound` for what clients send."""
+
+    suffix: str
+    inbound: bool
+    qos: int
+    retain: bool
+
+
+AVAILABILITY = Topic("availability", inbound=False, qos=1, retain=True)  # also the Last Will
+STATE = Topic("state", inbound=False, qos=0, retain=False)  # the latest wins, never queued
+GOAL = Topic("goal", inbound=True, qos=1, retain=False)
+GOAL_STATUS = Topic("goal/status", inbound=False, qos=1, retain=False)
+ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
+FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT)
+
+ONLINE = b"online"
+OFFLINE = b"offline"
+
+# Bounds of inbound payloads: beyond one, a payload is rejected with a reason naming it.
+MAX_PAYLOAD_BYTES = 64 * 1024
+MAX_ID_LENGTH = 128
+MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruckig cannot plan with
+MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
+MAX_JOINT_POSITION = 1000.0  # rad or m
+GOAL_TYPES = ("pose", "joints", "keypoints", "stop")
+
+
+@dataclass(frozen=True, slots=True)
+class Topics:
+    """The topic names of one arm."""
+
+    availability: str
+    state: str
+    goal: str
+    goal_status: str
+    estop: str
+    fault: str
+
+    @classmethod
+    def for_arm(cls, arm_name: str) -> Topics:
+        base = f"armd/{arm_name}/"
+        return cls(*(base + topic.suffix for topic in TOPICS))
+
+    def name(self, topic: Topic) -> str:
+        return str(getattr(self, topic.suffix.replace("/", "_")))
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def encode(document: dict[str, Any]) -> bytes:
+    """Compact UTF-8 JSON; NaN and infinity are refused (`ValueError`): they are not JSON."""
+    return json.dumps(document, separators=(",", ":"), allow_nan=False).encode()
+
+
+def status_json(update: StatusUpdate) -> dict[str, Any]:
+    """A ``goal/status`` payload."""
+    document: dict[str, Any] = {"id": update.goal_id, "status": update.status.value}
+    if update.reason is not None:
+        document["reason"] = update.reason
+    return document
+
+
+def fault_json(fault: Fault) -> dict[str, Any]:
+    """A ``fault`` payload (a cleared fault is the empty payload)."""
+    document: dict[str, Any] = {"code": fault.code, "message": fault.message}
+    if fault.joint is not None:
+        document["joint"] = fault.joint
+    return document
+
+
+def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
+    """A ``state`` payload."""
+    return {
+        "t": telemetry.t,
+        "mode": telemetry.mode.value,
+        "missed_ticks": telemetry.missed_ticks,
+        "joints": {
+            name: {"position": p, "velocity": v} for name, (p, v) in telemetry.joints.items()
+        },
+        "tcp": {
+            "link": telemetry.tcp_link,
+            "position": list(telemetry.tcp_position),
+            "orientation": list(telemetry.tcp_orientation),
+        },
+    }
+
+
+def goal_json(goal: Goal) -> dict[str, Any]:
+    """A ``goal`` payload, as a client sends it (`armd.payloads.parse_goal` reads it back)."""
+    document: dict[str, Any] = {"id": goal.goal_id}
+    if isinstance(goal, StopGoal):
+        if goal.goal_id is None:
+            del document["id"]
+        return document | {"type": "stop"}
+    if isinstance(goal, PoseGoal):
+        document |= {"type": "pose", "position": list(goal.position)}
+        if goal.orientation is not None:
+            document["orientation"] = list(goal.orientation)
+        if goal.link is not None:
+            document["link"] = goal.link
+        document["motion"] = goal.motion
+    elif isinstance(goal, JointsGoal):
+        document |= {"type": "joints", "positions": dict(goal.positions)}
+    elif isinstance(goal, KeypointsGoal):
+        points = {link: list(p) for link, p in zip(goal.links, goal.points, strict=True)}
+        document |= {"type": "keypoints", "points": points}
+    document["speed"] = goal.speed
+    return document
