@@ -24,6 +24,7 @@ import yaml
 from numpy.typing import NDArray
 from pydantic import SecretStr, ValidationError
 
+from armd.broker import MqttSettings
 from armd.config_checks import Problems, cross_check, params_models, resolve_path
 from armd.config_schema import (
     DEFAULT_JERK_PER_ACCELERATION,
@@ -41,7 +42,7 @@ from drivers import Clock, Driver, load_driver_class
 from kinematics import JointLimits, KinematicTree
 from kinematics.compiled import load_kernels
 
-__all__ = ["ArmSetup", "DriverSetup", "MqttSetup", "TlsSetup", "build_drivers", "load_config"]
+__all__ = ["ArmSetup", "DriverSetup", "TlsSetup", "build_drivers", "load_config"]
 
 _log = logging.getLogger(__name__)
 
@@ -58,21 +59,6 @@ class TlsSetup:
     ca_file: Path | None
     cert_file: Path | None
     key_file: Path | None
-
-
-@dataclass(frozen=True, slots=True)
-class MqttSetup:
-    """The broker connection, defaults resolved; `password` read from `mqtt.password_file`."""
-
-    host: str
-    port: int
-    client_id: str
-    keepalive_s: int
-    username: str | None
-    password: SecretStr | None
-    tls: TlsSetup | None
-    reconnect_min_s: float
-    reconnect_max_s: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +81,7 @@ class ArmSetup:
     jerk: Array
     transmission: ArmTransmission
     drivers: Mapping[str, DriverSetup]
-    mqtt: MqttSetup
+    mqtt: MqttSettings
     lock_file: Path
 
     @property
@@ -239,16 +225,22 @@ def _driver_setups(config: ArmConfig, transmission: ArmTransmission) -> dict[str
     }
 
 
-def _mqtt_setup(config: ArmConfig, password: SecretStr | None, tls: TlsSetup | None) -> MqttSetup:
+def _mqtt_setup(
+    config: ArmConfig, password: SecretStr | None, tls: TlsSetup | None
+) -> MqttSettings:
     m = config.mqtt
-    return MqttSetup(
+    return MqttSettings(
+        arm_name=config.name,
         host=m.host,
         port=m.port,
         client_id=m.client_id or f"armd-{config.name}",
         keepalive_s=m.keepalive_s,
         username=m.username,
         password=password,
-        tls=tls,
+        tls=tls is not None,
+        tls_ca_file=tls.ca_file if tls else None,
+        tls_cert_file=tls.cert_file if tls else None,
+        tls_key_file=tls.key_file if tls else None,
         reconnect_min_s=m.reconnect_min_s,
         reconnect_max_s=m.reconnect_max_s,
     )

@@ -33,7 +33,7 @@ from armd.goals import GoalPipeline, PlanSettings
 from armd.lock import InstanceLock
 from armd.loop import SHUTDOWN_STOP_TIMEOUT_S
 from armd.messages import EstopCommand, Goal, Mode, StatusUpdate, Telemetry
-from armd.mqtt import MqttBridge, MqttSettings
+from armd.mqtt import MqttBridge
 from armd.notify import SystemdNotifier
 from armd.protocol import (
     EngageEstop,
@@ -55,25 +55,6 @@ __all__ = ["Daemon", "run_daemon"]
 
 log = logging.getLogger(__name__)
 CLOSE_MARGIN_S = 5.0  # beyond the stop itself: disabling and closing the drives
-
-
-def mqtt_settings(setup: ArmSetup) -> MqttSettings:
-    m = setup.mqtt
-    return MqttSettings(
-        arm_name=setup.name,
-        host=m.host,
-        port=m.port,
-        client_id=m.client_id,
-        keepalive_s=m.keepalive_s,
-        username=m.username,
-        password=m.password,
-        tls=m.tls is not None,
-        tls_ca_file=m.tls.ca_file if m.tls else None,
-        tls_cert_file=m.tls.cert_file if m.tls else None,
-        tls_key_file=m.tls.key_file if m.tls else None,
-        reconnect_min_s=m.reconnect_min_s,
-        reconnect_max_s=m.reconnect_max_s,
-    )
 
 
 def plan_settings(setup: ArmSetup) -> PlanSettings:
@@ -104,7 +85,7 @@ class Daemon:
         self.setup = setup
         self.notifier = notifier
         self.bridge = MqttBridge(
-            mqtt_settings(setup),
+            setup.mqtt,
             joint_names=[j for j in setup.tree.joint_names if j not in setup.fixed_joints],
             link_names=setup.tree.link_names,
             default_link=setup.tool_link,

@@ -34,14 +34,12 @@ import logging
 import random
 import socket
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import aiomqtt
 from aiomqtt.exceptions import MqttConnectError
-from pydantic import SecretStr
 
+from armd.broker import MqttSettings, connection_options, reconnect_delay_s
 from armd.contract import (
     AVAILABILITY,
     ESTOP,
@@ -58,7 +56,6 @@ from armd.contract import (
     status_json,
     telemetry_json,
 )
-from armd.errors import ConfigError
 from armd.messages import (
     EstopCommand,
     Fault,
@@ -71,53 +68,13 @@ from armd.messages import (
 from armd.payloads import parse_estop, parse_goal
 from armd.ratelimit import RateLimiter, RateLimitFilter
 
-__all__ = ["MqttBridge", "MqttSettings", "connection_options", "reconnect_delay_s"]
+__all__ = ["MqttBridge"]
 
 _log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 _STATUS_BATCH = 20  # QoS 1 statuses in flight at once (paho's default inflight window)
 _AUTH_REASON_CODES = {4, 5, 134, 135}  # bad username or password / not authorised (3.1.1, 5)
-
-
-@dataclass(frozen=True, slots=True)
-class MqttSettings:
-    """How to reach the broker. Times in seconds; TLS is used when `tls` is set or any TLS file
-    is given (`tls_ca_file` None: the system's CAs)."""
-
-    arm_name: str
-    host: str = "localhost"
-    port: int = 1883
-    client_id: str | None = None  # default "armd-<arm_name>"
-    keepalive_s: int = 30
-    username: str | None = None
-    password: SecretStr | str | None = field(default=None, repr=False)
-    tls: bool = False
-    tls_ca_file: Path | None = None
-    tls_cert_file: Path | None = None
-    tls_key_file: Path | None = None
-    reconnect_min_s: float = 0.5
-    reconnect_max_s: float = 30.0
-    timeout_s: float = 10.0  # CONNACK, SUBACK, PUBACK
-    shutdown_timeout_s: float = 3.0
-    status_queue_max: int = 10_000
-
-    def __post_init__(self) -> None:
-        if not self.arm_name or any(c in self.arm_name for c in "/+#\0"):
-            raise ConfigError(f"mqtt: arm name {self.arm_name!r} is not a valid topic level")
-        if not 0 < self.reconnect_min_s <= self.reconnect_max_s:
-            raise ConfigError(
-                f"mqtt: reconnect backoff [{self.reconnect_min_s}, {self.reconnect_max_s}] s "
-                "must satisfy 0 < min <= max"
-            )
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.tls or any((self.tls_ca_file, self.tls_cert_file, self.tls_key_file))
 
 
 class MqttBridge:
@@ -555,36 +512,6 @@ class MqttBridge:
         suppressed = (limits or self._limits).allow(key)
         if suppressed is not None:
             _log.log(level, message + _suppressed_note(suppressed), *args)
-
-
-def connection_options(settings: MqttSettings) -> dict[str, Any]:
-    """The broker address, credentials and TLS of `settings` as `aiomqtt.Client` keywords (shared
-    by the bridge and `armd goal`)."""
-    password = settings.password
-    if isinstance(password, SecretStr):
-        password = password.get_secret_value()
-    tls = None
-    if settings.uses_tls:
-        tls = aiomqtt.TLSParameters(
-            ca_certs=str(settings.tls_ca_file) if settings.tls_ca_file else None,
-            certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
-            keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
-        )
-    return {
-        "hostname": settings.host,
-        "port": settings.port,
-        "username": settings.username,
-        "password": password,
-        "tls_params": tls,
-    }
-
-
-def reconnect_delay_s(attempt: int, min_s: float, max_s: float, rng: random.Random) -> float:
-    """The wait before reconnection attempt `attempt` (0 after a connection that was accepted):
-    exponential from `min_s` up to `max_s`, with "equal jitter" (between half the ceiling and
-    the ceiling, never below `min_s`) so that many daemons do not reconnect in step."""
-    ceiling = min(max_s, min_s * 2.0 ** min(attempt, 64))
-    return max(min_s, rng.uniform(ceiling / 2.0, ceiling))
 
 
 def _raise_if_cancelled() -> None:

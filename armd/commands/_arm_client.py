@@ -19,17 +19,15 @@ from typing import Any
 
 import aiomqtt
 
-from armd.config import ArmSetup
+from armd.broker import MqttSettings, connection_options
 from armd.contract import Topics
 from armd.errors import ArmdError
-from armd.mqtt import MqttSettings, connection_options
 
 __all__ = [
     "AVAILABILITY_WAIT_S",
     "ArmClient",
     "ArmOfflineError",
     "Message",
-    "client_settings",
     "connect",
 ]
 
@@ -48,22 +46,6 @@ class Message:
 
     topic: str
     payload: Any
-
-
-def client_settings(setup: ArmSetup) -> MqttSettings:
-    """The broker of `setup` as the daemon reaches it (address, credentials, TLS)."""
-    m = setup.mqtt
-    return MqttSettings(
-        arm_name=setup.name,
-        host=m.host,
-        port=m.port,
-        username=m.username,
-        password=m.password,
-        tls=m.tls is not None,
-        tls_ca_file=m.tls.ca_file if m.tls else None,
-        tls_cert_file=m.tls.cert_file if m.tls else None,
-        tls_key_file=m.tls.key_file if m.tls else None,
-    )
 
 
 class ArmClient:

@@ -179,7 +179,7 @@ def print_summary(setup: ArmSetup) -> None:
     print(f"arm       {setup.name}  (MQTT topics armd/{setup.name}/...)")
     print(f"model     {setup.model_path}: {tree.name}, {tree.dof} DOF, tool link {setup.tool_link}")
     print(f"rates     loop {setup.config.loop_hz:g} Hz, telemetry {setup.config.telemetry_hz:g} Hz")
-    tls = "TLS" if mqtt.tls is not None else "no TLS"
+    tls = "TLS" if mqtt.uses_tls else "no TLS"
     user = f", user {mqtt.username}" if mqtt.username else ""
     print(f"mqtt      {mqtt.host}:{mqtt.port}, client id {mqtt.client_id}, {tls}{user}")
     print("joints    (positions in rad or m; velocity /s, acceleration /s², jerk /s³)")

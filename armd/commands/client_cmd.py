@@ -171,10 +171,10 @@ def _connected(setup: ArmSetup, run: Callable[[ArmClient], Awaitable[int]]) -> i
     problems are one line and exit 1."""
     import aiomqtt
 
-    from armd.commands._arm_client import ArmOfflineError, client_settings, connect
+    from armd.commands._arm_client import ArmOfflineError, connect
 
     async def main() -> int:
-        async with connect(client_settings(setup)) as client:
+        async with connect(setup.mqtt) as client:
             return await run(client)
 
     try:

@@ -573,7 +573,7 @@ def test_setup_defaults(tmp_path: Path) -> None:
     assert setup.mqtt.port == 1883
     assert setup.mqtt.client_id == "armd-arm"
     assert setup.mqtt.password is None
-    assert setup.mqtt.tls is None
+    assert not setup.mqtt.uses_tls
     assert setup.lock_file == Path("/run/armd/arm.lock")
     assert setup.model_path == UR5
     assert setup.tool_link == "tool0"
@@ -738,9 +738,9 @@ def test_tls_files_must_exist(tmp_path: Path) -> None:
     ]
     (tmp_path / "armd.pem").write_text("cert")
     (tmp_path / "armd.key").write_text("key")
-    tls = load_config(write(tmp_path, doc)).mqtt.tls
-    assert tls is not None
-    assert (tls.ca_file, tls.cert_file, tls.key_file) == (
+    mqtt = load_config(write(tmp_path, doc)).mqtt
+    assert mqtt.uses_tls
+    assert (mqtt.tls_ca_file, mqtt.tls_cert_file, mqtt.tls_key_file) == (
         tmp_path / "ca.pem",
         tmp_path / "armd.pem",
         tmp_path / "armd.key",

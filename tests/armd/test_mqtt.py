@@ -24,6 +24,7 @@ import aiomqtt
 import pytest
 from pydantic import SecretStr
 
+from armd.broker import MqttSettings, reconnect_delay_s
 from armd.contract import Topics
 from armd.errors import ConfigError
 from armd.messages import (
@@ -38,7 +39,7 @@ from armd.messages import (
     StopGoal,
     Telemetry,
 )
-from armd.mqtt import MqttBridge, MqttSettings, reconnect_delay_s
+from armd.mqtt import MqttBridge
 from tests.broker import MosquittoBroker, make_password_file, make_tls_files
 
 WAIT_S = 10.0
@@ -271,7 +272,8 @@ async def test_stopping_while_the_broker_never_answers_ends_within_the_budget(ho
 BRIDGE_PROCESS = textwrap.dedent(
     """
     import asyncio, sys
-    from armd.mqtt import MqttBridge, MqttSettings
+    from armd.broker import MqttSettings
+    from armd.mqtt import MqttBridge
 
     async def main() -> None:
         settings = MqttSettings("test", host=sys.argv[1], port=int(sys.argv[2]), keepalive_s=60)
