@@ -25,16 +25,15 @@ Rules, stricter than plain JSON decoding so that mistakes are not silently ignor
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
-from pydantic_core import ErrorDetails
 
+from armd import payload_reasons as render
 from armd.contract import (
     GOAL_TYPES,
     MAX_CARTESIAN_M,
@@ -66,11 +65,7 @@ __all__ = [
 ]
 
 _MIN_QUATERNION_NORM = 1e-6
-_MAX_REASONS = 5  # a payload with many mistakes gets the first few, not an essay
-_MAX_SHOWN_CHARS = 60  # echoed client values are truncated in reasons
-_MAX_SHOWN_NAMES = 20
 
-_ID_RULE = f"must be a non-empty string of at most {MAX_ID_LENGTH} characters"
 
 Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Coordinate = Annotated[
@@ -123,16 +118,6 @@ class _EstopModel(_Payload):
     reset: Annotated[bool, Strict()] | None = None
 
 
-# Messages for errors about a whole field's shape rather than one of its elements.
-_SHAPE_RULES = {
-    "position": "must be an array of 3 numbers [x, y, z]",
-    "orientation": "must be an array of 4 numbers [w, x, y, z] or null",
-    "positions": "must be an object {joint name: position}",
-    "points": "must be an object {link name: [x, y, z]}",
-}
-_SHAPE_ERRORS = {"tuple_type", "too_short", "too_long", "dict_type", "model_type"}
-
-
 def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
     payload: bytes,
     *,
@@ -156,7 +141,7 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
         allowed = ", ".join(repr(t) for t in GOAL_TYPES)
         if "type" not in document:
             return Rejection(goal_id, f"type: required field is missing; one of {allowed}")
-        return Rejection(goal_id, f"type: {_show(goal_type)} must be one of {allowed}")
+        return Rejection(goal_id, f"type: {render.show(goal_type)} must be one of {allowed}")
     if goal_type == "pose":
         return _pose(document, goal_id, link_names, default_link)
     if goal_type == "joints":
@@ -203,13 +188,14 @@ def _pose(
         return model
     if model.link is not None and model.link not in link_names:
         return Rejection(
-            goal_id, f"link: {_show(model.link)} unknown link; links: {_names(link_names)}"
+            goal_id,
+            f"link: {render.show(model.link)} unknown link; links: {render.names(link_names)}",
         )
     orientation = None
     if model.orientation is not None:
         orientation = _unit_quaternion(model.orientation)
         if orientation is None:
-            shown = _show(document["orientation"])
+            shown = render.show(document["orientation"])
             return Rejection(goal_id, f"orientation: {shown} must be a non-zero quaternion")
     return PoseGoal(
         goal_id=model.id,
@@ -245,8 +231,11 @@ def _joints(
         return Rejection(goal_id, "positions: must name at least one joint")
     unknown = [name for name in model.positions if name not in joint_names]
     if unknown:
-        reasons = [f"positions.{_name(name)}: unknown joint" for name in unknown[:_MAX_REASONS]]
-        return Rejection(goal_id, f"{'; '.join(reasons)}; joints: {_names(joint_names)}")
+        reasons = [
+            f"positions.{render.name(name)}: unknown joint"
+            for name in unknown[: render.MAX_REASONS]
+        ]
+        return Rejection(goal_id, f"{'; '.join(reasons)}; joints: {render.names(joint_names)}")
     return JointsGoal(goal_id=model.id, positions=dict(model.positions), speed=model.speed)
 
 
@@ -258,8 +247,10 @@ def _keypoints(
         return model
     unknown = [name for name in model.points if name not in link_names]
     if unknown:
-        reasons = [f"points.{_name(name)}: unknown link" for name in unknown[:_MAX_REASONS]]
-        return Rejection(goal_id, f"{'; '.join(reasons)}; links: {_names(link_names)}")
+        reasons = [
+            f"points.{render.name(name)}: unknown link" for name in unknown[: render.MAX_REASONS]
+        ]
+        return Rejection(goal_id, f"{'; '.join(reasons)}; links: {render.names(link_names)}")
     if len(model.points) < 2:
         return Rejection(goal_id, "points: must name at least 2 links (a segment between them)")
     order = {name: i for i, name in enumerate(link_names)}
@@ -268,7 +259,7 @@ def _keypoints(
         if math.dist(model.points[first], model.points[second]) < MIN_SEGMENT_LENGTH:
             return Rejection(
                 goal_id,
-                f"points.{_name(first)}, points.{_name(second)}: less than "
+                f"points.{render.name(first)}, points.{render.name(second)}: less than "
                 f"{MIN_SEGMENT_LENGTH:g} m apart, no direction between them",
             )
     points = tuple(model.points[name] for name in links)
@@ -285,9 +276,9 @@ def _decode(payload: bytes) -> dict[str, Any] | Rejection:
     if isinstance(document, Rejection):
         return document
     if not isinstance(document, dict):
-        return Rejection(None, f"payload must be a JSON object, not {_json_kind(document)}")
+        return Rejection(None, f"payload must be a JSON object, not {render.json_kind(document)}")
     if duplicates:
-        keys = ", ".join(_show(key) for key in duplicates[:_MAX_REASONS])
+        keys = ", ".join(render.show(key) for key in duplicates[: render.MAX_REASONS])
         return Rejection(_recover_id(document), f"duplicate key(s) in the JSON object: {keys}")
     return document
 
@@ -336,118 +327,9 @@ def _validate(model: type[_M], document: dict[str, Any], goal_id: str | None) ->
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        reasons = [_reason(error, model.model_fields) for error in exc.errors(include_url=False)]
-        return Rejection(goal_id, _join(reasons))
+        reasons = [
+            render.reason(error, model.model_fields) for error in exc.errors(include_url=False)
+        ]
+        return Rejection(goal_id, render.join_reasons(reasons))
     except (OverflowError, ValueError) as exc:  # defensive: nothing a client sends may escape
         return Rejection(goal_id, f"invalid payload: {exc}")
-
-
-def _join(all_reasons: Sequence[str]) -> str:
-    reasons = list(dict.fromkeys(all_reasons))  # distinct, in order
-    more = len(reasons) - _MAX_REASONS
-    text = "; ".join(reasons[:_MAX_REASONS])
-    return f"{text}; and {more} more" if more > 0 else text
-
-
-def _reason(error: ErrorDetails, fields: Collection[str]) -> str:
-    loc = error["loc"]
-    kind = error["type"]
-    value = error.get("input")
-    head = str(loc[0]) if loc else ""
-    if head == "points" and len(loc) > 1 and (kind in _SHAPE_ERRORS or kind == "missing"):
-        return f"{_path(loc[:2])}: must be an array of 3 numbers [x, y, z]"
-    if head == "id" and kind != "extra_forbidden":
-        prefix = "required field is missing; it " if kind == "missing" else ""
-        return f"id: {prefix}{_ID_RULE}"
-    if head in _SHAPE_RULES and (kind in _SHAPE_ERRORS or (kind == "missing" and len(loc) > 1)):
-        return f"{head}: {_SHAPE_RULES[head]}"
-    if kind == "extra_forbidden":
-        close = difflib.get_close_matches(head, fields, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return f"{_path(loc)}: unknown field{hint}"
-    if kind == "float_type" and isinstance(value, int) and not isinstance(value, bool):
-        kind = "finite_number"  # an integer too large for a float
-    if kind in _BOUND_ERRORS and head in _BOUNDS:
-        return f"{_path(loc)}: {_show(value)} {_BOUNDS[head]}"
-    template = _TEMPLATES.get(kind, "{field}: {message}")
-    return template.format(
-        field=_path(loc),
-        value=_show(value),
-        expected=error.get("ctx", {}).get("expected", ""),
-        message=error["msg"],
-    )
-
-
-_TEMPLATES = {
-    "missing": "{field}: required field is missing",
-    "finite_number": "{field}: {value} is not a finite number",
-    "float_type": "{field}: {value} is not a number",
-    "string_type": "{field}: {value} is not a string",
-    "bool_type": "{field}: {value} is not true or false",
-    "literal_error": "{field}: {value} must be {expected}",
-}
-# The bounded fields: speed, and Cartesian (`position`, `points`) or joint positions.
-_BOUNDS = {
-    "speed": f"must be in [{MIN_SPEED:g}, 1]",
-    "position": f"must be within ±{MAX_CARTESIAN_M:g} m",
-    "points": f"must be within ±{MAX_CARTESIAN_M:g} m",
-    "positions": f"must be within ±{MAX_JOINT_POSITION:g} (rad or m)",
-}
-_BOUND_ERRORS = {"greater_than_equal", "less_than_equal"}
-
-
-def _path(loc: tuple[int | str, ...]) -> str:
-    parts: list[str] = []
-    for part in loc:
-        if isinstance(part, int):
-            parts.append(f"[{part}]")
-        else:
-            parts.append(("." if parts else "") + _name(part))
-    return "".join(parts) or "payload"
-
-
-def _show(value: object) -> str:
-    """A short, JSON-like rendering of a client's value for a reason."""
-    return _clip(_render(value, depth=0))
-
-
-def _render(value: object, depth: int) -> str:
-    if value is None or isinstance(value, bool):
-        return json.dumps(value)  # null, true, false as the client wrote them
-    if isinstance(value, int):
-        text = str(value) if value.bit_length() < 200 else "a huge integer"
-    elif isinstance(value, float | str):
-        text = repr(value)  # nan, inf; strings quoted with control characters escaped
-    elif isinstance(value, list | tuple):
-        items = [_render(v, depth + 1) for v in value[:8]] if depth < 2 else ["..."]
-        text = "[" + ", ".join(items) + (", ...]" if len(value) > 8 else "]")
-    else:
-        text = "{...}" if isinstance(value, dict) else type(value).__name__
-    return text
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_SHOWN_CHARS else text[: _MAX_SHOWN_CHARS - 3] + "..."
-
-
-def _name(text: str) -> str:
-    """A client-chosen key for a reason: as is when printable, else escaped (no log injection)."""
-    return _clip(text if text.isprintable() else repr(text))
-
-
-def _names(names: Collection[str]) -> str:
-    shown = list(names)
-    text = ", ".join(shown[:_MAX_SHOWN_NAMES])
-    return f"[{text}{', ...' if len(shown) > _MAX_SHOWN_NAMES else ''}]"
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    return "a number"
