@@ -24,15 +24,15 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
 
-from drivers import dynamixel_protocol as dxl  # noqa: E402
-from drivers import odrive_protocol as proto  # noqa: E402
 from drivers.base import DeviceCommand, Driver  # noqa: E402
-from drivers.dynamixel import DynamixelDriver, DynamixelParams  # noqa: E402
-from drivers.dynamixel_sim import SimulatedDynamixelChain  # noqa: E402
+from drivers.dynamixel import protocol as dxl  # noqa: E402
+from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams  # noqa: E402
+from drivers.dynamixel.sim import SimulatedDynamixelChain  # noqa: E402
 from drivers.errors import DriverError  # noqa: E402
-from drivers.odrive import ODriveDriver, ODriveParams  # noqa: E402
-from drivers.odrive_sim import SimAxisConfig, SimulatedODrive  # noqa: E402
-from drivers.sim import ManualClock, SimDriver  # noqa: E402
+from drivers.odrive import protocol as proto  # noqa: E402
+from drivers.odrive.driver import ODriveDriver, ODriveParams  # noqa: E402
+from drivers.odrive.sim import SimAxisConfig, SimulatedODrive  # noqa: E402
+from drivers.sim.driver import ManualClock, SimDriver  # noqa: E402
 
 DEVICES = tuple(f"joint{k}" for k in range(1, 7))
 CONTROL_PERIOD_S = 0.004  # the daemon's default 250 Hz tick

@@ -6,7 +6,7 @@ Sends never block the event loop: each frame is a non-blocking write (timeout 0)
 transmit queue is a `DriverIOError` at once instead of a stalled control tick. Opening a bus may
 block too (SocketCAN, a USB adapter): `open_bus` runs it on a worker thread with a deadline.
 
-Frames are the codec's `Frame` (classic CAN, 11-bit ids; see `drivers.odrive_protocol`);
+Frames are the codec's `Frame` (classic CAN, 11-bit ids; see `drivers.odrive.protocol`);
 `frame_to_message` and `message_to_frame` convert them to and from python-can messages.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 import can
 
 from drivers.errors import DriverIOError, DriverOpenError
-from drivers.odrive_protocol import Frame
+from drivers.odrive.protocol import Frame
 
 __all__ = [
     "BUS_OPEN_ERRORS",

@@ -11,9 +11,9 @@ from drivers.errors import UnknownDriverError
 __all__ = ["DRIVERS", "load_driver_class"]
 
 DRIVERS: dict[str, str] = {
-    "sim": "drivers.sim:SimDriver",
-    "odrive": "drivers.odrive:ODriveDriver",
-    "dynamixel": "drivers.dynamixel:DynamixelDriver",
+    "sim": "drivers.sim.driver:SimDriver",
+    "odrive": "drivers.odrive.driver:ODriveDriver",
+    "dynamixel": "drivers.dynamixel.driver:DynamixelDriver",
 }
 
 

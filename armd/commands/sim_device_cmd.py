@@ -113,7 +113,7 @@ def _cmd_odrive(args: argparse.Namespace) -> int:
     _check_seconds("--heartbeat-period-s", args.heartbeat_period_s, zero_ok=True)
     _check_seconds("--encoder-period-s", args.encoder_period_s, zero_ok=True)
     _check_seconds("--watchdog-timeout-s", args.watchdog_timeout_s, zero_ok=False)
-    from drivers import odrive_sim  # python-can only when asked for
+    from drivers.odrive import sim as odrive_sim  # python-can only when asked for
 
     with _interrupt_on(signal.SIGTERM):
         # `run` handles SIGINT and SIGTERM itself once its bus is open; it returns after one.
@@ -149,7 +149,7 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
     link = args.link
     if link is not None and os.path.lexists(link) and not os.path.islink(link):
         raise UsageError(f"--link: {link} exists and is not a symlink; it is never replaced")
-    from drivers import dynamixel_sim  # pyserial only when asked for
+    from drivers.dynamixel import sim as dynamixel_sim  # pyserial only when asked for
 
     stop = threading.Event()
 

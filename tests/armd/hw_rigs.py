@@ -46,11 +46,11 @@ from armd.trajectory import MotionLimits
 from armd.transmission import ArmTransmission, Transmission
 from armd.wiring import ControlSetup, build_loop
 from drivers import Driver, DriverError
-from drivers.dynamixel import DynamixelDriver, DynamixelParams
-from drivers.dynamixel_sim import SimulatedDynamixelChain
-from drivers.odrive import ODriveDriver, ODriveParams
-from drivers.odrive_sim import SimAxisConfig, SimulatedODrive
-from drivers.sim_motor import MotorParams
+from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
+from drivers.dynamixel.sim import SimulatedDynamixelChain
+from drivers.odrive.driver import ODriveDriver, ODriveParams
+from drivers.odrive.sim import SimAxisConfig, SimulatedODrive
+from drivers.sim.motor import MotorParams
 from kinematics import ConstantMotor, JointLimit, JointLimits, JointMotor, KinematicTree, Link, Pose
 
 Array = NDArray[np.float64]

@@ -19,7 +19,7 @@ from armd.timing import Schedule
 from armd.trajectory import MotionLimits
 from armd.transmission import ArmTransmission, Transmission
 from armd.wiring import ControlSetup, DriverSetup, build_hardware, build_loop
-from drivers.sim import ManualClock, SimDriver
+from drivers.sim.driver import ManualClock, SimDriver
 from kinematics import JointLimit, KinematicTree
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"

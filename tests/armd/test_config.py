@@ -18,7 +18,7 @@ import yaml
 from armd.config import build_drivers, load_config
 from armd.config_schema import DEFAULT_JERK_PER_ACCELERATION
 from armd.errors import ConfigError
-from drivers.sim import ManualClock, SimDriver, SimDriverParams
+from drivers.sim.driver import ManualClock, SimDriver, SimDriverParams
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
 UR5 = ROBOTS / "ur5.urdf"

@@ -251,7 +251,7 @@ async def test_drivers_that_cannot_open_are_a_clear_start_up_error(tmp_path: Pat
 def test_the_control_process_imports_neither_the_kinematics_nor_numba() -> None:
     """A lean real-time process: the daemon computes the forward kinematics."""
     script = (
-        "import sys, armd.control_process, armd.wiring, drivers.sim; "
+        "import sys, armd.control_process, armd.wiring, drivers.sim.driver; "
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('kinematics', 'numba', 'llvmlite', 'armd.config')); print(heavy)"
     )

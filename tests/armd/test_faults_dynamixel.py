@@ -14,8 +14,8 @@ import pytest
 
 from armd.messages import GoalStatus, Mode, StatusUpdate
 from armd.protocol import Reset
-from drivers.dynamixel import FAULT_BUS_WATCHDOG
-from drivers.dynamixel_protocol import Addr, HardwareError
+from drivers.dynamixel.driver import FAULT_BUS_WATCHDOG
+from drivers.dynamixel.protocol import Addr, HardwareError
 from tests.armd.hw_rigs import (
     DynamixelBench,
     assert_goals_refused_while_latched,

@@ -12,7 +12,7 @@ import pytest
 
 from armd.messages import GoalStatus, Mode, StatusUpdate
 from armd.protocol import Reset
-from drivers.odrive_protocol import AxisError, AxisState
+from drivers.odrive.protocol import AxisError, AxisState
 from tests.armd.hw_rigs import (
     ODriveBench,
     assert_goals_refused_while_latched,

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from armd import protocol
 from armd.limiter import braking_velocity
-from drivers.sim import SimFault
+from drivers.sim.driver import SimFault
 from tests.armd.hw_rigs import assert_commands_within_limits, record_writes
 from tests.armd.rig import PERIOD, Rig, make_rig, move
 

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from drivers import DeviceCommand, Driver, Lifecycle
-from drivers.dynamixel import DynamixelDriver, DynamixelParams
-from drivers.odrive import ODriveDriver, ODriveParams
+from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
+from drivers.odrive.driver import ODriveDriver, ODriveParams
 
 ROOT = Path(__file__).resolve().parents[2]
 ARMD = [sys.executable, "-m", "armd"]

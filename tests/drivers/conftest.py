@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drivers.sim import ManualClock
+from drivers.sim.driver import ManualClock
 
 
 @pytest.fixture

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 import serial
 
-from drivers import dynamixel_protocol as dxl
 from drivers.base import DeviceCommand, DeviceState, Lifecycle
-from drivers.dynamixel import (
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.driver import (
     FAULT_BUS_WATCHDOG,
     DynamixelDriver,
     DynamixelParams,
 )
-from drivers.dynamixel_protocol import Addr, HardwareError, StatusError
-from drivers.dynamixel_sim import SimulatedDynamixelChain, run
+from drivers.dynamixel.protocol import Addr, HardwareError, StatusError
+from drivers.dynamixel.sim import SimulatedDynamixelChain, run
 from drivers.errors import (
     DeviceFaultError,
     DriverIOError,
@@ -32,8 +32,8 @@ from drivers.errors import (
     UnsupportedCommandError,
 )
 from drivers.registry import load_driver_class
-from drivers.sim import ManualClock
-from drivers.sim_motor import MotorParams
+from drivers.sim.driver import ManualClock
+from drivers.sim.motor import MotorParams
 
 INITIAL = {1: 0.5, 2: 1.0, 3: 2.0}  # rad at the device (within the first turn)
 DEVICES = {

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drivers import dynamixel_protocol as dxl
-from drivers.dynamixel_protocol import HardwareError, Instruction, Packet, PacketParser
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.protocol import HardwareError, Instruction, Packet, PacketParser
 
 
 def b(text: str) -> bytes:

@@ -19,7 +19,6 @@ import pydantic
 import pytest
 
 from drivers import DeviceCommand, Lifecycle, load_driver_class
-from drivers import odrive_protocol as proto
 from drivers.errors import (
     DeviceFaultError,
     DriverIOError,
@@ -28,15 +27,16 @@ from drivers.errors import (
     DriverTimeoutError,
     UnsupportedCommandError,
 )
-from drivers.odrive import ODriveDriver, ODriveParams
-from drivers.odrive_sim import (
+from drivers.odrive import protocol as proto
+from drivers.odrive.driver import ODriveDriver, ODriveParams
+from drivers.odrive.sim import (
     Corruption,
     SimAxisConfig,
     SimulatedAxis,
     SimulatedODrive,
     serve,
 )
-from drivers.sim_motor import MotorParams
+from drivers.sim.motor import MotorParams
 
 TURN = 2.0 * math.pi
 QUANTUM = TURN / MotorParams().counts_per_rev  # encoder resolution, rad

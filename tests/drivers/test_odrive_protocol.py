@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drivers import odrive_protocol as proto
 from drivers.errors import DriverError
+from drivers.odrive import protocol as proto
 
 node_ids = st.integers(min_value=0, max_value=proto.MAX_NODE_ID)
 float32s = st.floats(width=32, allow_nan=False, allow_infinity=False)

@@ -11,7 +11,7 @@ import pytest
 from drivers.base import Driver
 from drivers.errors import UnknownDriverError
 from drivers.registry import DRIVERS, load_driver_class
-from drivers.sim import SimDriver
+from drivers.sim.driver import SimDriver
 
 
 def test_sim_resolves_to_the_sim_driver() -> None:
@@ -43,7 +43,7 @@ def test_unimportable_module_is_reported_with_its_cause(monkeypatch: pytest.Monk
 
 
 def test_target_that_is_not_a_driver_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(DRIVERS, "clock", "drivers.sim:ManualClock")
+    monkeypatch.setitem(DRIVERS, "clock", "drivers.sim.driver:ManualClock")
     with pytest.raises(UnknownDriverError, match="is not a Driver subclass"):
         load_driver_class("clock")
 
@@ -55,7 +55,7 @@ def test_drivers_are_imported_only_when_asked_for() -> None:
         "backends = {t.partition(':')[0] for t in drivers.DRIVERS.values()}\n"
         "print(sorted(backends & set(sys.modules)))\n"
         "drivers.load_driver_class('sim')\n"
-        "print('drivers.sim' in sys.modules)\n"
+        "print('drivers.sim.driver' in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60

@@ -17,8 +17,8 @@ from drivers.errors import (
     DriverOpenError,
     DriverStateError,
 )
-from drivers.sim import ManualClock, SimDriver, SimFault, fault_message
-from drivers.sim_motor import MotorParams
+from drivers.sim.driver import ManualClock, SimDriver, SimFault, fault_message
+from drivers.sim.motor import MotorParams
 
 NAMES = ("shoulder", "elbow", "wrist")
 PERIOD_S = 0.004  # a 250 Hz control loop

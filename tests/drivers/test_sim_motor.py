@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from drivers.errors import DriverConfigError
-from drivers.sim import ManualClock
-from drivers.sim_motor import LinkFaults, MotorParams, SimulatedMotor
+from drivers.sim.driver import ManualClock
+from drivers.sim.motor import LinkFaults, MotorParams, SimulatedMotor
 
 STEP_S = MotorParams().step_s
 COUNT = MotorParams().resolution

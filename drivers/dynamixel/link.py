@@ -24,8 +24,8 @@ from typing import Protocol, TypeVar
 
 import serial
 
-from drivers import dynamixel_protocol as dxl
-from drivers.dynamixel_protocol import Packet
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.protocol import Packet
 from drivers.errors import DeviceFaultError, DriverIOError, DriverOpenError, DriverTimeoutError
 
 __all__ = ["DynamixelLink", "Reply", "Target"]

@@ -3,7 +3,7 @@ every cycle through Indirect Data, the model numbers that share this layout, and
 of the items with their conversions to SI.
 
 Source: ROBOTIS e-Manual, control tables of the XM430-W350 and its X-series siblings. Device units
-(counts, 0.229 rpm, 20 ms, 2 µs) appear only here and in `drivers.dynamixel_protocol`, which
+(counts, 0.229 rpm, 20 ms, 2 µs) appear only here and in `drivers.dynamixel.protocol`, which
 re-exports these names.
 """
 

@@ -1,4 +1,4 @@
-"""ODrive driver: the CAN Simple protocol (firmware v0.6, see `drivers.odrive_protocol`) over
+"""ODrive driver: the CAN Simple protocol (firmware v0.6, see `drivers.odrive.protocol`) over
 python-can, one axis per device.
 
 Setup on the ODrive (via USB, once): ``<axis>.config.can.node_id``, the bus bit rate, and cyclic
@@ -11,9 +11,9 @@ loop, so a full queue is a `DriverIOError`.
 
 Receiving runs in a thread (``bus.recv`` is blocking; see `drivers.can_link`) that decodes frames,
 stamps them with the injected clock and stores the latest per axis under a lock
-(`drivers.odrive_axis`); coroutines that wait for an answer are woken through an asyncio event.
+(`drivers.odrive.axis`); coroutines that wait for an answer are woken through an asyncio event.
 Units: the ODrive speaks turns at its encoder; a device's position in rad at the motor shaft is
-``direction * scale * 2π * turns``. The configuration is `drivers.odrive_params`.
+``direction * scale * 2π * turns``. The configuration is `drivers.odrive.params`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Mapping
 
 import can
 
-from drivers import odrive_protocol as proto
 from drivers.base import (
     Clock,
     DeviceCommand,
@@ -51,8 +50,9 @@ from drivers.errors import (
     DriverTimeoutError,
     UnsupportedCommandError,
 )
-from drivers.odrive_axis import AxisRecord, decode_reply, describe_errors
-from drivers.odrive_params import ODriveAxisParams, ODriveParams
+from drivers.odrive import protocol as proto
+from drivers.odrive.axis import AxisRecord, decode_reply, describe_errors
+from drivers.odrive.params import ODriveAxisParams, ODriveParams
 
 __all__ = [
     "BusFactory",

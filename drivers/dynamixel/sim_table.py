@@ -7,7 +7,7 @@ a Goal Position outside the mode's limits answers Data Limit Error, and any Goal
 the Bus Watchdog has expired (-1) answers Data Range Error; Torque Enable = 1 with a hardware error
 answers Result Fail. Indirect Address/Data 1-28 work (addresses 578-661 are not modelled).
 
-The table is values only: the simulated device (`drivers.dynamixel_sim`) keeps the present
+The table is values only: the simulated device (`drivers.dynamixel.sim`) keeps the present
 position and velocity up to date and acts on what is written.
 """
 
@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from drivers import dynamixel_protocol as dxl
-from drivers.dynamixel_protocol import Addr, StatusError
-from drivers.dynamixel_table import EXTENDED_POSITION_LIMIT
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.protocol import Addr, StatusError
+from drivers.dynamixel.table import EXTENDED_POSITION_LIMIT
 
 __all__ = ["TABLE_SIZE", "ControlTable"]
 

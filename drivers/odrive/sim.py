@@ -1,7 +1,7 @@
 """A simulated ODrive (firmware v0.6 CAN Simple) with one or more axes on a python-can bus.
 
-Each axis is a `SimulatedAxis` (see `drivers.odrive_sim_axis`, re-exported here): it answers the
-frames of `drivers.odrive_protocol`, sends heartbeats and encoder estimates at its configured
+Each axis is a `SimulatedAxis` (see `drivers.odrive.sim_axis`, re-exported here): it answers the
+frames of `drivers.odrive.protocol`, sends heartbeats and encoder estimates at its configured
 rates, latches errors and honours its watchdog. `SimulatedODrive` puts axes on a bus (python-can
 ``virtual`` in-process, or ``udp_multicast`` across processes) with a receiver thread (see
 `drivers.can_link`) and an asyncio task; `serve` / `run` are the entry points for
@@ -27,12 +27,12 @@ from typing import Self
 
 import can
 
-from drivers import odrive_protocol as proto
 from drivers.base import Clock
 from drivers.can_link import BUS_OPEN_ERRORS, CanLink, make_bus, message_to_frame
 from drivers.errors import DriverIOError, DriverOpenError
-from drivers.odrive_sim_axis import Corruption, SimAxisConfig, SimAxisFaults, SimulatedAxis
-from drivers.sim_motor import MotorParams
+from drivers.odrive import protocol as proto
+from drivers.odrive.sim_axis import Corruption, SimAxisConfig, SimAxisFaults, SimulatedAxis
+from drivers.sim.motor import MotorParams
 
 __all__ = [
     "Corruption",

@@ -1,5 +1,5 @@
 """One simulated X-series Dynamixel: a `SimulatedMotor` behind its control table
-(`drivers.dynamixel_sim_table`), serving Protocol 2.0 instructions one packet at a time.
+(`drivers.dynamixel.sim_table`), serving Protocol 2.0 instructions one packet at a time.
 
 - Ping, Read, Write, Reboot, Sync Read and Sync Write; Status Return Level (68) is honoured.
 - Goal Position is writable while torque is off, as on the X series: the motor does not move, but
@@ -12,7 +12,7 @@
 - Reboot answers, goes silent for `reboot_s`, then resets the RAM area; like the real encoder, the
   multi-turn count is lost (Present Position restarts within one turn).
 
-`drivers.dynamixel_sim` puts several devices on a pty and times their replies.
+`drivers.dynamixel.sim` puts several devices on a pty and times their replies.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from drivers import dynamixel_protocol as dxl
-from drivers.dynamixel_protocol import Addr, Instruction, Packet, StatusError
-from drivers.dynamixel_sim_table import ControlTable
-from drivers.sim_motor import SimulatedMotor
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.protocol import Addr, Instruction, Packet, StatusError
+from drivers.dynamixel.sim_table import ControlTable
+from drivers.sim.motor import SimulatedMotor
 
 __all__ = ["DynamixelFaults", "SimulatedDynamixel"]
 

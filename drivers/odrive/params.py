@@ -11,8 +11,8 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drivers import odrive_protocol as proto
 from drivers.base import DriverParams
+from drivers.odrive import protocol as proto
 
 __all__ = ["ODriveAxisParams", "ODriveParams"]
 

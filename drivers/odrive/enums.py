@@ -2,7 +2,7 @@
 modes, procedure results and the axis error bits with a readable text for each.
 
 Values follow the v0.6 API reference (``ODrive.AxisState``, ``ODrive.Error``, ...) and the
-``odrive.enums`` module of the official ODrive python package; `drivers.odrive_protocol` re-exports
+``odrive.enums`` module of the official ODrive python package; `drivers.odrive.protocol` re-exports
 them with the frame codec.
 """
 

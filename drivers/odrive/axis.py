@@ -13,8 +13,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from drivers import odrive_protocol as proto
 from drivers.base import DeviceFault, DeviceState
+from drivers.odrive import protocol as proto
 
 __all__ = ["AxisRecord", "Reply", "decode_reply", "describe_errors"]
 

@@ -6,7 +6,7 @@ the cyclic heartbeats and encoder estimates now due. It answers RTR requests, fo
 Set_Axis_State / Set_Controller_Mode / Set_Input_Pos, latches errors until Clear_Errors, refuses
 CLOSED_LOOP_CONTROL while an error is active, honours Estop and its watchdog (when enabled, no
 Set_Input_Pos for `watchdog_timeout_s` in closed loop → WATCHDOG_TIMER_EXPIRED, axis to IDLE).
-`drivers.odrive_sim` puts axes on a python-can bus.
+`drivers.odrive.sim` puts axes on a python-can bus.
 
 Deliberately conservative where firmware versions differ: entering closed loop moves to the last
 ``input_pos`` (as firmware 0.5 does), so a master that does not set it first sees the jump.
@@ -27,9 +27,9 @@ import struct
 import time
 from dataclasses import dataclass, field
 
-from drivers import odrive_protocol as proto
 from drivers.base import Clock
-from drivers.sim_motor import MotorParams, SimulatedMotor
+from drivers.odrive import protocol as proto
+from drivers.sim.motor import MotorParams, SimulatedMotor
 
 __all__ = ["Corruption", "SimAxisConfig", "SimAxisFaults", "SimulatedAxis"]
 

@@ -4,7 +4,7 @@
 (a blocking `select` loop on the master side with a stop event); the driver, or any Protocol 2.0
 tool, opens `chain.port` (the pty's slave path) as if it were a U2D2 adapter. Each device is a
 `SimulatedMotor` behind a byte-addressed X-series control table (XM430 layout, addresses 0-255,
-with the access rules of the real device): a `SimulatedDynamixel` (`drivers.dynamixel_sim_device`,
+with the access rules of the real device): a `SimulatedDynamixel` (`drivers.dynamixel.sim_device`,
 re-exported here) that serves Ping, Read, Write, Reboot, Sync Read and Sync Write, latches hardware
 errors and honours its Bus Watchdog. Status packets leave after the Return Delay Time (9), one
 device after the other for a Sync Read.
@@ -30,12 +30,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self, TextIO
 
-from drivers import dynamixel_protocol as dxl
 from drivers.base import Clock
-from drivers.dynamixel_protocol import Instruction, Packet
-from drivers.dynamixel_sim_device import DynamixelFaults, SimulatedDynamixel
-from drivers.dynamixel_table import return_delay_units
-from drivers.sim_motor import MotorParams, SimulatedMotor
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.protocol import Instruction, Packet
+from drivers.dynamixel.sim_device import DynamixelFaults, SimulatedDynamixel
+from drivers.dynamixel.table import return_delay_units
+from drivers.sim.motor import MotorParams, SimulatedMotor
 
 __all__ = ["DynamixelFaults", "SimulatedDynamixel", "SimulatedDynamixelChain", "run"]
 

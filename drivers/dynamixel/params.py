@@ -11,8 +11,8 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from drivers import dynamixel_protocol as dxl
 from drivers.base import DriverParams
+from drivers.dynamixel import protocol as dxl
 
 __all__ = ["DynamixelDeviceParams", "DynamixelParams"]
 

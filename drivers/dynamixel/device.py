@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from drivers import dynamixel_protocol as dxl
 from drivers.base import DeviceFault, DeviceState
-from drivers.dynamixel_protocol import StatusBlock
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.protocol import StatusBlock
 from drivers.errors import UnsupportedCommandError
 
 __all__ = ["FAULT_BUS_WATCHDOG", "FAULT_TORQUE_OFF", "Device", "fault_of"]

@@ -2,7 +2,7 @@
 bit) and the X series' Hardware Error Status (70) bits, each with a readable text.
 
 Source: ROBOTIS e-Manual, "Protocol 2.0" (status packet error field) and the X-series control
-table (Hardware Error Status). `drivers.dynamixel_protocol` re-exports these names.
+table (Hardware Error Status). `drivers.dynamixel.protocol` re-exports these names.
 """
 
 from __future__ import annotations

@@ -15,8 +15,9 @@ an RTR frame with the same id (`make_request`).
 Firmware 0.5.x (ODrive v3.x) shares the ids used here but not the heartbeat's upper bytes, the
 meaning of the error bits, nor Get_Error; this module decodes v0.6 only.
 
-Device units (turns, turns/s, Nm) live here and nowhere else; `drivers.odrive` converts to SI.
-The enumerations (command ids, states, modes, error bits) live in `drivers.odrive_enums` and are
+Device units (turns, turns/s, Nm) live here and nowhere else; `drivers.odrive.driver` converts
+to SI.
+The enumerations (command ids, states, modes, error bits) live in `drivers.odrive.enums` and are
 re-exported here.
 """
 
@@ -27,7 +28,7 @@ import struct
 from dataclasses import dataclass
 
 from drivers.errors import DriverError
-from drivers.odrive_enums import (
+from drivers.odrive.enums import (
     AxisError,
     AxisState,
     Command,

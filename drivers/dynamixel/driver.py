@@ -11,14 +11,14 @@ the present position (a stale goal would make the device jump), arms the Bus Wat
 torque on; disable() turns torque off on every device with one Sync Write, then verifies.
 
 Units: ``position = direction · 2π · counts / 4096 + offset_rad`` (rad at the motor shaft; see
-`drivers.dynamixel_device`). A command's velocity feed-forward is not used: the X series has no
+`drivers.dynamixel.device`). A command's velocity feed-forward is not used: the X series has no
 per-cycle feed-forward input in position mode. All devices of one Sync Read get the same
 timestamp, the injected clock's time when the transaction ended.
 
 Serial I/O runs on one dedicated thread, never on the event loop, with reply deadlines computed
 from the baud rate, the packet sizes, the Return Delay Time (read at open), `reply_margin_s` and
 the USB adapter's latency (`usb_latency_s`; set it to 1 ms for fast cycles): see
-`drivers.dynamixel_link`. The configuration is `drivers.dynamixel_params`. A missing, late,
+`drivers.dynamixel.link`. The configuration is `drivers.dynamixel.params`. A missing, late,
 corrupt or refused status packet leaves that device's previous state (see `drivers.base`) and is
 counted: `missing_replies` per silent device, `timeouts` per Sync Read that ran out of time,
 `corrupt_replies` per run of undecodable bytes and per refused or malformed status packet.
@@ -38,7 +38,6 @@ import logging
 import time
 from collections.abc import Mapping
 
-from drivers import dynamixel_protocol as dxl
 from drivers.base import (
     Clock,
     DeviceCommand,
@@ -47,11 +46,12 @@ from drivers.base import (
     DriverParams,
     Lifecycle,
 )
-from drivers.dynamixel_device import FAULT_BUS_WATCHDOG, FAULT_TORQUE_OFF, Device
-from drivers.dynamixel_link import DynamixelLink
-from drivers.dynamixel_params import DynamixelDeviceParams, DynamixelParams
-from drivers.dynamixel_protocol import Addr, StatusBlock
-from drivers.dynamixel_table import EXTENDED_POSITION_LIMIT, KNOWN_MODELS
+from drivers.dynamixel import protocol as dxl
+from drivers.dynamixel.device import FAULT_BUS_WATCHDOG, FAULT_TORQUE_OFF, Device
+from drivers.dynamixel.link import DynamixelLink
+from drivers.dynamixel.params import DynamixelDeviceParams, DynamixelParams
+from drivers.dynamixel.protocol import Addr, StatusBlock
+from drivers.dynamixel.table import EXTENDED_POSITION_LIMIT, KNOWN_MODELS
 from drivers.errors import (
     DeviceFaultError,
     DriverConfigError,

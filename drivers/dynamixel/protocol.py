@@ -12,8 +12,8 @@ from the header to the last stuffed parameter, and sent low byte first.
 
 Builders (`make_*`) return the bytes to send; `PacketParser` turns a byte stream back into packets,
 skipping garbage; `transaction_time_s` is a transaction's time on the wire. The X-series control
-table (addresses, status block, units) lives in `drivers.dynamixel_table` and the error reports in
-`drivers.dynamixel_errors`; both are re-exported here.
+table (addresses, status block, units) lives in `drivers.dynamixel.table` and the error reports in
+`drivers.dynamixel.errors`; both are re-exported here.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from drivers.dynamixel_errors import (
+from drivers.dynamixel.errors import (
     ALERT_BIT,
     HardwareError,
     StatusError,
     describe_hardware_error,
     describe_status_error,
 )
-from drivers.dynamixel_table import (
+from drivers.dynamixel.table import (
     COUNTS_PER_REV,
     STATUS_BLOCK_LENGTH,
     STATUS_BLOCK_SOURCES,

@@ -1,7 +1,7 @@
 """The `sim` driver: simulated devices in-process, configured and behaving like a real bus, so that
 the daemon (and its demo) runs on it exactly as on hardware.
 
-Each device is a `SimulatedMotor` (see `drivers.sim_motor` for the physics) behind a simulated link
+Each device is a `SimulatedMotor` (see `drivers.sim.motor` for the physics) behind a simulated link
 with injectable `LinkFaults`. Tests and fault-injection scenarios reach them through
 `SimDriver.motor(name)` and `SimDriver.link(name)`::
 
@@ -51,7 +51,7 @@ from drivers.errors import (
     DriverIOError,
     DriverOpenError,
 )
-from drivers.sim_motor import LinkFaults, MotorParams, SimulatedMotor
+from drivers.sim.motor import LinkFaults, MotorParams, SimulatedMotor
 
 __all__ = [
     "ManualClock",

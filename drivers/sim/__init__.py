@@ -1,0 +1,2 @@
+"""The simulated arm: `SimDriver` (config name `sim`) and the motor model every simulated
+device shares (`drivers.sim.motor`)."""
