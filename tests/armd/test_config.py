@@ -196,12 +196,12 @@ CASES = [
     ),
     pytest.param(
         _delete("name"),
-        "name: required option missing (the arm's name, used in MQTT topics",
+        "name: required option is missing (the arm's name, used in MQTT topics",
         id="missing-name",
     ),
     pytest.param(
         _delete("drivers", "sim", "params", "devices"),
-        "drivers.sim.params.devices: required option missing",
+        "drivers.sim.params.devices: required option is missing",
         id="missing-devices",
     ),
     pytest.param(
