@@ -135,6 +135,7 @@ class Driver(abc.ABC):
         self.clock = clock
         self.stats = DriverStats()
         self._lifecycle = Lifecycle.CLOSED
+        self._known_devices: frozenset[str] | None = None  # device_names, for `write`
 
     # -- what the daemon calls ------------------------------------------------------------------
 
@@ -205,7 +206,9 @@ class Driver(abc.ABC):
         `UnsupportedCommandError` when a position or velocity is NaN or infinite (nothing is sent).
         """
         self._require(Lifecycle.ENABLED, action="write")
-        unknown = sorted(set(commands) - set(self.device_names))
+        if self._known_devices is None:
+            self._known_devices = frozenset(self.device_names)
+        unknown = sorted(commands.keys() - self._known_devices)
         if unknown:
             known = self.device_names
             raise DriverStateError(f"write: unknown device(s) {unknown}; known: {known}")
