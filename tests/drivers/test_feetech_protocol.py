@@ -9,8 +9,8 @@ import math
 import pytest
 import scservo_sdk as sdk
 from hypothesis import given
-from scservo_sdk import protocol_packet_handler as handler
 from hypothesis import strategies as st
+from scservo_sdk import protocol_packet_handler as handler
 
 from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
