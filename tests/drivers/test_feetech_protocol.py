@@ -10,7 +10,6 @@ import pytest
 import scservo_sdk as sdk
 from hypothesis import given
 from hypothesis import strategies as st
-from scservo_sdk import protocol_packet_handler as handler
 
 from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
@@ -95,11 +94,11 @@ def test_instruction_codes_match_feetech_sdk() -> None:
     assert Instruction.ACTION == sdk.INST_ACTION
     assert Instruction.SYNC_READ == sdk.INST_SYNC_READ
     assert Instruction.SYNC_WRITE == sdk.INST_SYNC_WRITE
-    assert ErrorBit.VOLTAGE == handler.ERRBIT_VOLTAGE
-    assert ErrorBit.SENSOR == handler.ERRBIT_ANGLE
-    assert ErrorBit.OVERHEAT == handler.ERRBIT_OVERHEAT
-    assert ErrorBit.OVERCURRENT == handler.ERRBIT_OVERELE
-    assert ErrorBit.OVERLOAD == handler.ERRBIT_OVERLOAD
+    assert ErrorBit.VOLTAGE == sdk.ERRBIT_VOLTAGE
+    assert ErrorBit.SENSOR == sdk.ERRBIT_ANGLE
+    assert ErrorBit.OVERHEAT == sdk.ERRBIT_OVERHEAT
+    assert ErrorBit.OVERCURRENT == sdk.ERRBIT_OVERELE
+    assert ErrorBit.OVERLOAD == sdk.ERRBIT_OVERLOAD
 
 
 def test_bad_ids_and_lengths_are_refused() -> None:
