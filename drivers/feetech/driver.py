@@ -36,7 +36,15 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from drivers.base import Clock, DeviceCommand, DeviceFault, DeviceState, Driver, DriverParams
+from drivers.base import (
+    Clock,
+    DeviceCommand,
+    DeviceFault,
+    DeviceState,
+    Driver,
+    DriverParams,
+    Lifecycle,
+)
 from drivers.errors import (
     DeviceFaultError,
     DriverConfigError,
@@ -242,9 +250,14 @@ class FeetechDriver(Driver):
         if eeprom[0] != 0:
             await self._write_eeprom(servo, Addr.RETURN_DELAY_TIME, b"\x00", "Return Delay Time")
         order = servo.spec.byteorder
-        self._limits[servo.id] = (
-            ft.decode_word(eeprom[2:4], order), ft.decode_word(eeprom[4:6], order)
-        )  # fmt: skip
+        low, high = ft.decode_word(eeprom[2:4], order), ft.decode_word(eeprom[4:6], order)
+        if low >= high:
+            raise DriverOpenError(
+                f"{servo}: position limits (9, 11) [{low}, {high}] are empty, which the servo "
+                "reads as multi-turn mode; this driver needs single-turn limits such as [0, "
+                f"{servo.spec.counts_per_rev - 1}]"
+            )
+        self._limits[servo.id] = (low, high)
         if servo.spec.sync_read:  # STS/SMS: Operating Mode and Unloading Condition exist
             mode = await self._read_item(servo, Addr.OPERATING_MODE, 1, "Operating Mode")
             if mode != b"\x00":
@@ -344,7 +357,7 @@ class FeetechDriver(Driver):
             velocity=tb.steps_to_rad_s(block.velocity, cpr),
             timestamp=now,
             fault=fault,
-            enabled=self.lifecycle.value == "enabled" and not unloaded,
+            enabled=self.lifecycle is Lifecycle.ENABLED and not unloaded,
             effort=tb.load_fraction(block.load),
         )
 

@@ -220,6 +220,13 @@ async def test_a_wrong_baud_rate_gets_no_answer(chain: SimulatedFeetechChain) ->
         await driver.open()
 
 
+async def test_multi_turn_limits_are_refused(chain: SimulatedFeetechChain) -> None:
+    chain.write_table(3, Addr.MAX_POSITION_LIMIT, b"\x00\x00")
+    chain.write_table(3, Addr.MIN_POSITION_LIMIT, b"\x00\x00")
+    with pytest.raises(DriverOpenError, match=r"'gripper' \(id 3\): position limits .* \[0, 0\]"):
+        await FeetechDriver(params(chain)).open()
+
+
 def test_duplicate_ids_and_bad_torque_limits_are_config_errors() -> None:
     with pytest.raises(ValueError, match="same id 1"):
         FeetechParams.model_validate({"port": "p", "devices": {"a": {"id": 1}, "b": {"id": 1}}})
