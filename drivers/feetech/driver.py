@@ -258,10 +258,11 @@ class FeetechDriver(Driver):
                 f"{servo.spec.counts_per_rev - 1}]"
             )
         self._limits[servo.id] = (low, high)
-        if servo.spec.sync_read:  # STS/SMS: Operating Mode and Unloading Condition exist
-            mode = await self._read_item(servo, Addr.OPERATING_MODE, 1, "Operating Mode")
+        mode_address = servo.spec.operating_mode_address
+        if mode_address is not None:
+            mode = await self._read_item(servo, mode_address, 1, "Operating Mode")
             if mode != b"\x00":
-                await self._write_eeprom(servo, Addr.OPERATING_MODE, b"\x00", "Operating Mode")
+                await self._write_eeprom(servo, mode_address, b"\x00", "Operating Mode")
         unloading = await self._read_item(servo, Addr.UNLOADING_CONDITION, 1, "Unloading")
         self._unloading[servo.id] = unloading[0]
 

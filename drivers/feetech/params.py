@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from drivers.base import DriverParams
 from drivers.feetech import protocol as ft
+from drivers.feetech.table import MODELS
 
 __all__ = ["FeetechDeviceParams", "FeetechParams"]
 
@@ -42,6 +43,15 @@ class FeetechDeviceParams(BaseModel):
     id: int = Field(ge=0, le=ft.MAX_ID)
     model: Literal["sts3215", "sts3250", "scs0009"] = "sts3215"
     torque_limit: float = Field(default=1.0, ge=0.0, le=1.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _torque_limit_exists(self) -> Self:
+        if self.torque_limit != 1.0 and MODELS[self.model].torque_limit_address is None:
+            raise ValueError(
+                f"torque_limit {self.torque_limit}: {self.model} has no Torque_Limit item; "
+                "leave it at 1.0"
+            )
+        return self
 
 
 class FeetechParams(DriverParams):

@@ -4,9 +4,9 @@ protocol byte for byte.
 `SimulatedFeetechChain` opens a pty (`os.openpty`) and serves several IDs from a background thread
 (a blocking `select` loop on the master side with a stop event); the driver, Feetech's own SDK, or
 any SCS/STS tool opens `chain.port` (the pty's slave path) as if it were a USB adapter (the
-SO-101's Waveshare/Feetech board). Each servo is a `SimulatedSTS3215` (`drivers.feetech.sim_device`,
-re-exported here). Status packets leave after the Return Delay Time (7), one servo after the
-other for a Sync Read or a broadcast Ping.
+SO-101's Waveshare/Feetech board). Each servo is a `SimulatedServo` (`drivers.feetech.sim_device`,
+re-exported here), an STS3215 unless `models` makes it an SCS0009. Status packets leave after the
+Return Delay Time (7), one servo after the other for a Sync Read or a broadcast Ping.
 
 Timing uses the wall clock (`time.monotonic`); the motors use the injected `clock`. A pty does not
 throttle bytes to the baud rate; with `model_wire_time` the replies are delayed by their wire time.
@@ -32,10 +32,10 @@ from typing import Self, TextIO
 from drivers.base import Clock
 from drivers.feetech import protocol as ft
 from drivers.feetech.protocol import Instruction, Packet
-from drivers.feetech.sim_device import FeetechFaults, SimulatedSTS3215
+from drivers.feetech.sim_device import FeetechFaults, SimulatedServo
 from drivers.sim.motor import MotorParams, SimulatedMotor
 
-__all__ = ["FeetechFaults", "SimulatedFeetechChain", "SimulatedSTS3215", "run"]
+__all__ = ["FeetechFaults", "SimulatedFeetechChain", "SimulatedServo", "run"]
 
 # An STS3215 (12 V, 1:345): ~0.22 s/60° unloaded, i.e. about 4.7 rad/s.
 STS3215_MOTOR = MotorParams(max_velocity=4.7, max_acceleration=60.0, counts_per_rev=4096)
@@ -60,6 +60,7 @@ class SimulatedFeetechChain:
         return_delay_s: float = 0.0005,
         model_wire_time: bool = False,
         seed: int = 0,
+        models: Mapping[int, str] | None = None,
     ) -> None:
         if not ids or len(set(ids)) != len(ids) or not all(0 <= i <= ft.MAX_ID for i in ids):
             raise ValueError(f"ids {list(ids)}: need distinct ids in [0, {ft.MAX_ID}]")
@@ -67,12 +68,15 @@ class SimulatedFeetechChain:
         positions = initial_positions or {}
         self.baudrate = baudrate
         self.model_wire_time = model_wire_time
-        self._devices: dict[int, SimulatedSTS3215] = {}
+        self._devices: dict[int, SimulatedServo] = {}
         for n, device_id in enumerate(ids):
             motor_p = dataclasses.replace(params, initial_position=positions.get(device_id, 0.0))
             motor = SimulatedMotor(motor_p, clock, seed=seed + n)
             delay = round(return_delay_s / 2e-6)
-            self._devices[device_id] = SimulatedSTS3215(device_id, motor, return_delay=delay)
+            model = (models or {}).get(device_id, "sts3215")
+            self._devices[device_id] = SimulatedServo(
+                device_id, motor, return_delay=delay, model=model
+            )
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._outbox: list[tuple[float, int, bytes]] = []
@@ -135,7 +139,7 @@ class SimulatedFeetechChain:
     # -- test hooks -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def device(self, device_id: int) -> Iterator[SimulatedSTS3215]:
+    def device(self, device_id: int) -> Iterator[SimulatedServo]:
         """Hold the chain's lock while touching a servo: ``with chain.device(1) as d: ...``."""
         with self._lock:
             yield self._devices[device_id]

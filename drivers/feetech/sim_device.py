@@ -1,5 +1,5 @@
-"""One simulated Feetech STS3215: a `SimulatedMotor` behind its memory table, serving the
-SCS/STS instructions one packet at a time, byte for byte.
+"""One simulated Feetech servo (an STS3215 by default, or an SCS0009): a `SimulatedMotor` behind
+its memory table, serving the SCS/STS instructions one packet at a time, byte for byte.
 
 - Ping, Read, Write, Reg Write + Action, Reset, Sync Read and Sync Write. Response Status Level
   (8) = 0 answers only Read and Ping. A broadcast instruction is never answered, except Ping (as
@@ -9,7 +9,9 @@ SCS/STS instructions one packet at a time, byte for byte.
   them). EEPROM items take effect at once; they are kept across `power_cycle()` only when written
   while Lock (55) = 0, as Feetech's table documents Lock. `eeprom_writes` counts those writes.
 - Position: 4096 counts per turn, ``Present_Position = 2048 + counts(motor) - Homing_Offset``,
-  Goal Position clamped to the position limits; torque on drives to the stored goal.
+  Goal Position clamped to the position limits; torque on drives to the stored goal. An SCS0009
+  has 1024 counts (512 in the middle), big-endian words, no Sync Read (it ignores one), Lock at
+  48, and Max_Torque_Limit (16) as its only torque limit.
 - Load (`Present_Load`, 0.1 % of stall torque, sign bit 10): the injected external load
   (`faults.external_load`, a fraction of stall torque) plus a viscous term, clamped to Torque
   Limit (48). A load beyond the limit stalls the shaft. While |load| ≥ Overload_Torque (36, %) for
@@ -29,10 +31,10 @@ from dataclasses import dataclass
 from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
 from drivers.feetech.protocol import ErrorBit, Instruction, Packet
-from drivers.feetech.table import ITEMS, SIGN_BITS, Addr
+from drivers.feetech.table import MODELS, SIGN_BITS, Addr, Item
 from drivers.sim.motor import SimulatedMotor
 
-__all__ = ["TABLE_SIZE", "FeetechFaults", "SimulatedSTS3215"]
+__all__ = ["TABLE_SIZE", "FeetechFaults", "SimulatedServo"]
 
 TABLE_SIZE = 256
 _VISCOUS_LOAD = 0.05  # fraction of stall torque at the motor's maximum velocity
@@ -62,15 +64,26 @@ class FeetechFaults:
     sensor_error: bool = False
 
 
-class SimulatedSTS3215:
-    """One STS3215: memory table, motor and protections. Not thread-safe; the chain locks."""
+class SimulatedServo:
+    """One servo of `model` (a key of `drivers.feetech.table.MODELS`): memory table, motor and
+    protections. Not thread-safe; the chain locks."""
 
-    def __init__(self, device_id: int, motor: SimulatedMotor, *, return_delay: int = 0) -> None:
+    def __init__(
+        self,
+        device_id: int,
+        motor: SimulatedMotor,
+        *,
+        return_delay: int = 0,
+        model: str = "sts3215",
+    ) -> None:
         self.motor = motor
-        self.faults = FeetechFaults()
+        self.spec = MODELS[model]
+        self.faults = FeetechFaults(supply_v=_NOMINAL_V[model])
         self.eeprom_writes = 0
+        self._items = self.spec.items
+        self._item_at = {a: item for item in self._items.values() for a in _span(item)}
         self._table = bytearray(TABLE_SIZE)
-        for item in ITEMS.values():
+        for item in self._items.values():
             self._set(item.address, item.size, item.default)
         self._set(Addr.ID, 1, device_id)
         self._set(Addr.RETURN_DELAY_TIME, 1, return_delay)
@@ -96,20 +109,21 @@ class SimulatedSTS3215:
 
     def get(self, address: int) -> int:
         """The value of the item at `address` (signed where it is sign-magnitude)."""
-        size = ITEMS[address].size
-        raw = int.from_bytes(self._table[address : address + size], "little")
+        size = self._items[address].size
+        raw = int.from_bytes(self._table[address : address + size], self.spec.byteorder)
         return ft.decode_signed(raw, SIGN_BITS[address]) if address in SIGN_BITS else raw
 
     def _set(self, address: int, size: int, value: int) -> None:
         raw = ft.encode_signed(value, SIGN_BITS[address]) if address in SIGN_BITS else value
-        self._table[address : address + size] = raw.to_bytes(size, "little")
+        self._table[address : address + size] = raw.to_bytes(size, self.spec.byteorder)
 
     def _boot(self) -> None:
         """Power-on: RAM items to their defaults, Torque_Limit from Max_Torque_Limit."""
-        for item in ITEMS.values():
+        for item in self._items.values():
             if not item.eeprom:
                 self._set(item.address, item.size, item.default)
-        self._set(Addr.TORQUE_LIMIT, 2, self.get(Addr.MAX_TORQUE_LIMIT))
+        if self.spec.torque_limit_address is not None:
+            self._set(self.spec.torque_limit_address, 2, self.get(Addr.MAX_TORQUE_LIMIT))
         self.motor.disable()
         self._overloaded = False
         self._pending = None
@@ -118,7 +132,7 @@ class SimulatedSTS3215:
 
     def power_cycle(self, now: float) -> None:
         """Switch off and on: EEPROM items not saved (written under Lock = 1) are lost."""
-        eeprom = [a for item in ITEMS.values() if item.eeprom for a in _span(item)]
+        eeprom = [a for item in self._items.values() if item.eeprom for a in _span(item)]
         for address in eeprom:
             self._table[address] = self._saved[address]
         self._boot()
@@ -126,13 +140,17 @@ class SimulatedSTS3215:
 
     # -- positions ------------------------------------------------------------------------------
 
+    def _homing_offset(self) -> int:
+        address = self.spec.homing_offset_address
+        return 0 if address is None else self.get(address)
+
     def _counts(self, rad: float) -> int:
-        return tb.rad_to_counts(rad) - self.get(Addr.HOMING_OFFSET)
+        return tb.rad_to_counts(rad, self.spec.counts_per_rev) - self._homing_offset()
 
     def _goal_rad(self) -> float:
         low, high = self.get(Addr.MIN_POSITION_LIMIT), self.get(Addr.MAX_POSITION_LIMIT)
         goal = min(max(self.get(Addr.GOAL_POSITION), low), high)
-        return tb.counts_to_rad(goal + self.get(Addr.HOMING_OFFSET))
+        return tb.counts_to_rad(goal + self._homing_offset(), self.spec.counts_per_rev)
 
     # -- packet handling ------------------------------------------------------------------------
 
@@ -196,7 +214,7 @@ class SimulatedSTS3215:
     def _reset(self, packet: Packet, now: float) -> bytes | None:
         """Factory values (the ID is kept), saved to EEPROM."""
         device_id = self.id
-        for item in ITEMS.values():
+        for item in self._items.values():
             if item.eeprom:
                 self._set(item.address, item.size, item.default)
         self._set(Addr.ID, 1, device_id)
@@ -206,7 +224,7 @@ class SimulatedSTS3215:
 
     def _sync_read(self, packet: Packet, now: float) -> bytes | None:
         params = packet.params
-        if len(params) < 3 or self.id not in params[2:]:
+        if not self.spec.sync_read or len(params) < 3 or self.id not in params[2:]:
             return None
         return self._read_reply(params[0], params[1])
 
@@ -233,19 +251,19 @@ class SimulatedSTS3215:
 
     def write_range(self, address: int, data: bytes, now: float) -> None:
         """Store the writable bytes of `data` at `address`, then act on each item touched."""
-        persist = self._table[Addr.LOCK] == 0
+        persist = self._table[self.spec.lock_address] == 0
         touched: dict[int, None] = {}
         for offset, byte in enumerate(data):
             a = address + offset
-            item = _ITEM_AT.get(a)
+            item = self._item_at.get(a)
             if item is None or not item.writable:
                 continue
             self._table[a] = byte
             touched[item.address] = None
         for item_address in touched:
-            if ITEMS[item_address].eeprom and persist:
+            if self._items[item_address].eeprom and persist:
                 saved = bytearray(self._saved)
-                for a in _span(ITEMS[item_address]):
+                for a in _span(self._items[item_address]):
                     saved[a] = self._table[a]
                 self._saved = bytes(saved)
                 self.eeprom_writes += 1
@@ -275,7 +293,7 @@ class SimulatedSTS3215:
         """Bring the feedback items and the protections up to date."""
         f = self.faults
         torque_on = self._table[Addr.TORQUE_ENABLE] == 1
-        limit = self.get(Addr.TORQUE_LIMIT) / 1000.0
+        limit = self.get(self.spec.torque_limit_address or Addr.MAX_TORQUE_LIMIT) / 1000.0
         sample = self.motor.sample()
         load = 0.0
         if torque_on:
@@ -305,27 +323,30 @@ class SimulatedSTS3215:
             self.motor.disable()
             load = 0.0
         self._set(Addr.PRESENT_POSITION, 2, self._counts(sample.position))
-        self._set(Addr.PRESENT_VELOCITY, 2, tb.rad_s_to_steps(sample.velocity))
+        cpr = self.spec.counts_per_rev
+        self._set(Addr.PRESENT_VELOCITY, 2, tb.rad_s_to_steps(sample.velocity, cpr))
         self._set(Addr.PRESENT_LOAD, 2, round(load * 1000.0))
-        self._set(Addr.PRESENT_CURRENT, 2, round(load * _STALL_CURRENT_UNITS))
+        if self.spec.present_current_address is not None:
+            self._set(self.spec.present_current_address, 2, round(load * _STALL_CURRENT_UNITS))
         self._table[Addr.PRESENT_VOLTAGE] = max(0, min(255, voltage))
         self._table[Addr.PRESENT_TEMPERATURE] = max(0, min(255, round(temperature)))
         self._table[Addr.MOVING] = int(abs(sample.velocity) > 0.01)
 
     def _track_overload(self, load: float, torque_on: bool, now: float) -> None:
-        threshold = self.get(Addr.OVERLOAD_TORQUE) / 100.0
+        address = self.spec.overload_torque_address
+        threshold = 0.8 if address is None else self.get(address) / 100.0
         if not torque_on or load < threshold:
             self._overload_since = None
             return
         if self._overload_since is None:
             self._overload_since = now
-        if now - self._overload_since >= self.get(Addr.PROTECTION_TIME) * 0.010:
+        if now - self._overload_since >= self.get(self.spec.protection_time_address) * 0.010:
             self._overloaded = True
 
 
-def _span(item: tb.Item) -> range:
+def _span(item: Item) -> range:
     return range(item.address, item.address + item.size)
 
 
 _GOAL_ITEMS = (Addr.GOAL_POSITION, Addr.MIN_POSITION_LIMIT, Addr.MAX_POSITION_LIMIT)
-_ITEM_AT = {a: item for item in ITEMS.values() for a in _span(item)}
+_NOMINAL_V = {"sts3215": 12.0, "sts3250": 12.0, "scs0009": 6.0}

@@ -49,6 +49,7 @@ __all__ = [
     "ITEMS",
     "LEROBOT_BAUD_RATE_CODES",
     "MODELS",
+    "SCS_ITEMS",
     "SIGN_BITS",
     "STATUS_BLOCK_ADDRESS",
     "STATUS_BLOCK_LENGTH",
@@ -180,24 +181,77 @@ LEROBOT_BAUD_RATE_CODES: Mapping[int, int] = MappingProxyType({
 """LeRobot's reading of the same codes (disagrees from 5 on; not used)."""
 
 
+SCS_ITEMS: Mapping[int, Item] = MappingProxyType({
+    0: _item(0, 1, 3, eeprom=True, writable=False),  # firmware major version
+    1: _item(1, 1, 0, eeprom=True, writable=False),  # firmware minor version
+    Addr.MODEL_NUMBER: _item(3, 2, 1284, eeprom=True, writable=False),
+    Addr.ID: _item(5, 1, 1, eeprom=True, writable=True),
+    Addr.BAUD_RATE: _item(6, 1, 0, eeprom=True, writable=True),
+    Addr.RETURN_DELAY_TIME: _item(7, 1, 0, eeprom=True, writable=True),
+    Addr.RESPONSE_STATUS_LEVEL: _item(8, 1, 1, eeprom=True, writable=True),
+    Addr.MIN_POSITION_LIMIT: _item(9, 2, 0, eeprom=True, writable=True),
+    Addr.MAX_POSITION_LIMIT: _item(11, 2, 1023, eeprom=True, writable=True),
+    Addr.MAX_TEMPERATURE_LIMIT: _item(13, 1, 70, eeprom=True, writable=True),
+    Addr.MAX_VOLTAGE_LIMIT: _item(14, 1, 80, eeprom=True, writable=True),
+    Addr.MIN_VOLTAGE_LIMIT: _item(15, 1, 40, eeprom=True, writable=True),
+    Addr.MAX_TORQUE_LIMIT: _item(16, 2, 1000, eeprom=True, writable=True),
+    Addr.UNLOADING_CONDITION: _item(19, 1, 37, eeprom=True, writable=True),
+    37: _item(37, 1, 20, eeprom=True, writable=True),  # protective torque, %
+    38: _item(38, 1, 200, eeprom=True, writable=True),  # protection time, 10 ms
+    Addr.TORQUE_ENABLE: _item(40, 1, 0, eeprom=False, writable=True),
+    Addr.ACCELERATION: _item(41, 1, 0, eeprom=False, writable=True),
+    Addr.GOAL_POSITION: _item(42, 2, 0, eeprom=False, writable=True),
+    Addr.GOAL_TIME: _item(44, 2, 0, eeprom=False, writable=True),
+    Addr.GOAL_VELOCITY: _item(46, 2, 0, eeprom=False, writable=True),
+    48: _item(48, 1, 1, eeprom=False, writable=True),  # Lock
+    Addr.PRESENT_POSITION: _item(56, 2, eeprom=False, writable=False),
+    Addr.PRESENT_VELOCITY: _item(58, 2, eeprom=False, writable=False),
+    Addr.PRESENT_LOAD: _item(60, 2, eeprom=False, writable=False),
+    Addr.PRESENT_VOLTAGE: _item(62, 1, 60, eeprom=False, writable=False),
+    Addr.PRESENT_TEMPERATURE: _item(63, 1, 25, eeprom=False, writable=False),
+    64: _item(64, 1, eeprom=False, writable=False),  # sync write flag
+    Addr.STATUS: _item(65, 1, eeprom=False, writable=False),
+    Addr.MOVING: _item(66, 1, eeprom=False, writable=False),
+})  # fmt: skip
+"""The SCS series (SCS0009) items, from LeRobot's SCS_SERIES_CONTROL_TABLE and Feetech's SCSCL
+table: words big-endian, 1024 counts per turn, Lock at 48, no Torque_Limit, Homing_Offset,
+Operating_Mode or Present_Current. Its sign bits are assumed to be the STS ones (LeRobot lists
+none for SCS; not verified against a device)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ModelSpec:
-    """What the driver needs to know of a servo model."""
+    """What the driver and the simulation need to know of a servo model."""
 
     name: str
     model_number: int
     counts_per_rev: int
     byteorder: ByteOrder
     sync_read: bool
+    items: Mapping[int, Item]
     lock_address: int
     torque_limit_address: int | None
+    operating_mode_address: int | None
+    homing_offset_address: int | None
+    protection_time_address: int
+    overload_torque_address: int | None  # None: a fixed 80 % (the SCS has no such item)
+    present_current_address: int | None
+
+
+def _sts(name: str, model_number: int) -> ModelSpec:
+    return ModelSpec(
+        name, model_number, 4096, "little", True, ITEMS, Addr.LOCK, Addr.TORQUE_LIMIT,
+        Addr.OPERATING_MODE, Addr.HOMING_OFFSET, Addr.PROTECTION_TIME, Addr.OVERLOAD_TORQUE,
+        Addr.PRESENT_CURRENT,
+    )  # fmt: skip
 
 
 MODELS: Mapping[str, ModelSpec] = MappingProxyType({
-    "sts3215": ModelSpec("sts3215", 777, 4096, "little", True, Addr.LOCK, Addr.TORQUE_LIMIT),
-    "sts3250": ModelSpec("sts3250", 2825, 4096, "little", True, Addr.LOCK, Addr.TORQUE_LIMIT),
-    # SCS: big-endian words, no Sync Read, Lock at 48 and no Torque_Limit item (LeRobot's table).
-    "scs0009": ModelSpec("scs0009", 1284, 1024, "big", False, 48, None),
+    "sts3215": _sts("sts3215", 777),
+    "sts3250": _sts("sts3250", 2825),
+    "scs0009": ModelSpec(
+        "scs0009", 1284, 1024, "big", False, SCS_ITEMS, 48, None, None, None, 38, None, None
+    ),
 })  # fmt: skip
 """Model numbers from LeRobot's MODEL_NUMBER_TABLE."""
 

@@ -190,6 +190,34 @@ async def test_goals_outside_the_position_limits_are_refused(
         await driver.write({"elbow": DeviceCommand(math.nan)})
 
 
+async def test_an_scs_servo_is_read_on_its_own_and_moves_with_the_others() -> None:
+    # SCS0009 (id 3): big-endian words, 1024 counts per turn, no Sync Read: the driver reads it
+    # with its own Read while one Sync Read serves the STS servos.
+    with SimulatedFeetechChain(
+        [1, 2, 3], initial_positions=INITIAL, motor_params=FAST_MOTOR, models={3: "scs0009"}
+    ) as chain:
+        devices = DEVICES | {"gripper": {"id": 3, "model": "scs0009"}}
+        # Big-endian: 512 + round(2.0 rad x 1024 / 2π) = 838 = 0x0346.
+        assert chain.read_table(3, Addr.PRESENT_POSITION, 2) == b"\x03\x46"
+        async with FeetechDriver(params(chain, devices=devices)) as driver:
+            states = await driver.read()
+            scs_count = 2 * math.pi / 1024
+            assert states["gripper"].position == pytest.approx(INITIAL[3], abs=scs_count)
+            await driver.enable()
+            await move_to(driver, {"shoulder": 0.3, "gripper": 1.0}, tol=scs_count)
+            await driver.disable()
+            assert chain.read_table(3, Addr.TORQUE_ENABLE, 1) == b"\x00"
+            assert driver.stats.missing_replies == 0
+            assert driver.stats.timeouts == 0
+        assert chain.read_table(3, 48, 1) == b"\x01"  # the SCS Lock (48): untouched, RDT was 0
+
+
+def test_an_scs_servo_has_no_torque_limit() -> None:
+    device = {"id": 3, "model": "scs0009", "torque_limit": 0.5}
+    with pytest.raises(ValueError, match="scs0009 has no Torque_Limit item"):
+        FeetechParams.model_validate({"port": "p", "devices": {"gripper": device}})
+
+
 # -- open failures --------------------------------------------------------------------------
 
 

@@ -149,3 +149,23 @@ def test_sdk_and_codec_frame_packets_identically(client: tuple[Any, Any]) -> Non
         ft.make_read(1, Addr.PRESENT_POSITION, 2),
         ft.make_sync_write(Addr.GOAL_POSITION, 2, {1: b"\x00\x08", 2: b"\x00\x04"}),
     ]
+
+
+def test_sdk_talks_big_endian_to_an_scs_servo() -> None:
+    # protocol_end 1 (the SDK keeps it in a module global: put it back to 0 afterwards).
+    with SimulatedFeetechChain([4], initial_positions={4: 1.0}, models={4: "scs0009"}) as chain:
+        port = sdk.PortHandler(chain.port)
+        assert port.openPort()
+        try:
+            handler = sdk.PacketHandler(1)
+            assert handler.ping(port, 4) == (1284, sdk.COMM_SUCCESS, 0)
+            counts = 512 + round(1.0 * 1024 / (2 * math.pi))
+            assert handler.read2ByteTxRx(port, 4, Addr.PRESENT_POSITION) == (counts, 0, 0)
+            assert handler.write2ByteTxRx(port, 4, Addr.GOAL_POSITION, 600) == (0, 0)
+            assert chain.read_table(4, Addr.GOAL_POSITION, 2) == (600).to_bytes(2, "big")
+            reader = sdk.GroupSyncRead(port, handler, Addr.PRESENT_POSITION, 2)
+            reader.addParam(4)
+            assert reader.txRxPacket() == sdk.COMM_RX_TIMEOUT  # no Sync Read on the SCS series
+        finally:
+            sdk.PacketHandler(0)
+            port.closePort()
