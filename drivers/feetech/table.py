@@ -12,7 +12,12 @@ Sources, and where they disagree:
   Present_Velocity 58, Present_Load 60, Present_Voltage 62, Present_Temperature 63, Status 65,
   Moving 66, Present_Current 69; the model number is the word at 3).
 - Feetech's Python SDK `feetech-servo-sdk` 1.0.0 (`scservo_sdk`): `ping()` reads the model number
-  as the word at address 3, as LeRobot does.
+  as the word at address 3, as LeRobot does; its status error bits (ERRBIT_*).
+- Feetech's C++ SCServo library, `SMS_STS.cpp` (read in Waveshare's fork for its ST servos):
+  `readLoad` takes bit 10 as the direction, `readPosition`, `readSpeed` and `readCurrent` bit 15,
+  `writePositionCorrection` (Homing_Offset) bit 11; Torque Enable = 128 calibrates the middle;
+  Return Delay Time is 0..254 in 2 µs. Its baud-rate constants (SMS_STS_76800 = 5 …) agree with
+  Feetech's table.
 
 Disagreements:
 
@@ -25,12 +30,18 @@ Disagreements:
   harmless either way.
 - Addresses 3-4: Feetech names them servo major/minor version; LeRobot and the SDK read the pair as
   one word, the model number (STS3215: 777 = 0x0309).
-- Sign-magnitude items: LeRobot lists Homing_Offset (bit 11) and Goal/Present_Velocity (bit 15);
-  Feetech's table also gives a direction bit to Present_Load (bit 10), Goal_Position and
-  Present_Position (bit 15, meaningful in multi-turn/step mode). `SIGN_BITS` follows Feetech.
-- Lock (55): Feetech documents 1 as "values written to EEPROM addresses are not kept after a power
-  cycle" (they still take effect until then); LeRobot treats Lock as a write guard. armd follows
-  the document: EEPROM items are written with Lock = 0 and Lock is set back to 1.
+- Sign-magnitude items: LeRobot lists Homing_Offset (bit 11) and Goal/Present_Velocity (bit 15)
+  only; Feetech's library also decodes Present_Load (bit 10), Present_Position and
+  Present_Current (bit 15), and encodes Goal_Position with bit 15 (meaningful in multi-turn or
+  step mode). `SIGN_BITS` follows Feetech: LeRobot would read a load of -300 as 1324.
+- Lock (55): Feetech's STS manual (from memory of its Chinese original; not in the stored
+  translations) gives 1 as "values written to EEPROM addresses are not kept after a power cycle"
+  (they still take effect until then), where LeRobot and the libraries ("lockEEPROM") treat it as
+  a write guard. Both readings agree on what armd does: EEPROM items are written with Lock = 0,
+  then Lock is set back to 1. The simulation models the manual's reading.
+- Power-on values of the protection items (Unloading_Condition 44, Protection_Time 200 × 10 ms,
+  Overload_Torque 80 %, Protective_Torque 20 %, Max_Voltage_Limit 14.0 V) are the usual STS3215
+  factory values as read from servos, not from a document: the simulation's defaults only.
 """
 
 from __future__ import annotations
