@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import serial
 
-from drivers.base import DeviceCommand, Lifecycle
+from drivers.base import DeviceCommand, DeviceState, Lifecycle
 from drivers.errors import (
     DeviceFaultError,
     DriverIOError,
@@ -91,6 +91,11 @@ def u16(data: bytes) -> int:
 
 def test_the_registry_finds_the_driver() -> None:
     assert load_driver_class("feetech") is FeetechDriver
+
+
+def test_effort_is_optional_in_device_state() -> None:
+    # Drivers that measure no effort are unchanged: the field defaults to None.
+    assert DeviceState(position=0.0, velocity=0.0, timestamp=0.0).effort is None
 
 
 async def test_open_with_default_params_reads_positions_in_si(
