@@ -34,12 +34,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from drivers.base import (
     Clock,
     DeviceCommand,
-    DeviceFault,
     DeviceState,
     Driver,
     DriverParams,
@@ -52,14 +50,14 @@ from drivers.errors import (
     DriverIOError,
     DriverOpenError,
     DriverTimeoutError,
-    UnsupportedCommandError,
 )
 from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
+from drivers.feetech.device import Servo
 from drivers.feetech.link import FeetechLink
 from drivers.feetech.params import FeetechDeviceParams, FeetechParams
 from drivers.feetech.protocol import ErrorBit
-from drivers.feetech.table import MODELS, Addr, ModelSpec, StatusBlock
+from drivers.feetech.table import MODELS, Addr, StatusBlock
 
 __all__ = ["FeetechDeviceParams", "FeetechDriver", "FeetechParams"]
 
@@ -67,22 +65,6 @@ log = logging.getLogger(__name__)
 
 _WARN_EVERY_S = 10.0
 _BLOCK = tb.STATUS_BLOCK_LENGTH
-
-
-@dataclass(frozen=True, slots=True)
-class _Servo:
-    name: str
-    id: int
-    spec: ModelSpec
-    torque_limit: float
-
-    def __str__(self) -> str:
-        return f"servo {self.name!r} (id {self.id})"
-
-    def word(self, value: int, address: int) -> bytes:
-        """A 2-byte item in this model's byte order (sign-magnitude where the item is)."""
-        raw = ft.encode_signed(value, tb.SIGN_BITS[address]) if address in tb.SIGN_BITS else value
-        return ft.encode_word(raw, self.spec.byteorder)
 
 
 class FeetechDriver(Driver):
@@ -96,8 +78,7 @@ class FeetechDriver(Driver):
         super().__init__(params, clock=clock)
         self._p = params
         self._servos = tuple(
-            _Servo(name, d.id, MODELS[d.model], d.torque_limit)
-            for name, d in params.devices.items()
+            Servo(name, d.id, MODELS[d.model], d.torque_limit) for name, d in params.devices.items()
         )
         self._by_name = {servo.name: servo for servo in self._servos}
         self._link: FeetechLink | None = None
@@ -186,9 +167,8 @@ class FeetechDriver(Driver):
         goals: dict[int, bytes] = {}
         for name, command in commands.items():
             servo = self._by_name[name]
-            goals[servo.id] = servo.word(
-                self._goal_counts(servo, command.position), Addr.GOAL_POSITION
-            )
+            counts = servo.goal_counts(command.position, self._limits[servo.id])
+            goals[servo.id] = servo.word(counts, Addr.GOAL_POSITION)
         if goals:
             request = ft.make_sync_write(Addr.GOAL_POSITION, 2, goals)
             async with self._lock:
@@ -239,7 +219,7 @@ class FeetechDriver(Driver):
         if wrong:
             raise DriverOpenError("; ".join(wrong))
 
-    async def _configure(self, servo: _Servo) -> None:
+    async def _configure(self, servo: Servo) -> None:
         """Check the EEPROM settings (writing only those that differ) and read the limits."""
         eeprom = await self._read_item(servo, Addr.RETURN_DELAY_TIME, 6, "Return Delay Time…")
         if eeprom[1] != 1:
@@ -266,7 +246,7 @@ class FeetechDriver(Driver):
         unloading = await self._read_item(servo, Addr.UNLOADING_CONDITION, 1, "Unloading")
         self._unloading[servo.id] = unloading[0]
 
-    async def _write_eeprom(self, servo: _Servo, address: int, data: bytes, what: str) -> None:
+    async def _write_eeprom(self, servo: Servo, address: int, data: bytes, what: str) -> None:
         """Lock 0, write, Lock 1: the value is kept across power cycles."""
         log.info("%s: writing %s (%d) = %s to EEPROM", servo, what, address, data.hex())
         lock = servo.spec.lock_address
@@ -320,7 +300,7 @@ class FeetechDriver(Driver):
 
     def _take(
         self,
-        servos: Sequence[_Servo],
+        servos: Sequence[Servo],
         packets: Mapping[int, ft.Packet],
         corrupt: int,
         timed_out: bool,
@@ -337,30 +317,16 @@ class FeetechDriver(Driver):
             else:
                 block = tb.decode_status_block(packet.params, servo.spec.byteorder)
                 blocks[servo.id] = block
-                self._states[servo.name] = self._state(servo, block, packet.error, now)
+                enabled = self.lifecycle is Lifecycle.ENABLED
+                unloading = self._unloading.get(servo.id, 0)
+                self._states[servo.name] = servo.state(
+                    block, packet.error, now, driver_enabled=enabled, unloading=unloading
+                )
         for _ in range(corrupt):
             message = f"port {self._p.port!r}: undecodable bytes on the line"
             self.stats.count_error(None, "corrupt_replies", message)
         if timed_out:
             self.stats.count_error(None, "timeouts", f"port {self._p.port!r}: read timed out")
-
-    def _state(self, servo: _Servo, block: StatusBlock, error: int, now: float) -> DeviceState:
-        cpr = servo.spec.counts_per_rev
-        bits = error | block.status
-        unloaded = bits & self._unloading.get(servo.id, 0)
-        fault = None
-        if bits:
-            text = ft.describe_error(bits)
-            text += "; the servo switched torque off" if unloaded else "; torque stays on"
-            fault = DeviceFault(bits, f"{text} ({block.temperature} °C, {block.voltage / 10} V)")
-        return DeviceState(
-            position=tb.counts_to_rad(block.position, cpr),
-            velocity=tb.steps_to_rad_s(block.velocity, cpr),
-            timestamp=now,
-            fault=fault,
-            enabled=self.lifecycle is Lifecycle.ENABLED and not unloaded,
-            effort=tb.load_fraction(block.load),
-        )
 
     async def _read_all(self, action: str) -> dict[int, StatusBlock]:
         blocks = await self._read_blocks()
@@ -369,7 +335,7 @@ class FeetechDriver(Driver):
             raise DriverTimeoutError(f"cannot {action}: no valid status from {', '.join(missing)}")
         return blocks
 
-    def _count(self, servo: _Servo, kind: str, message: str) -> None:
+    def _count(self, servo: Servo, kind: str, message: str) -> None:
         """Count a problem; log it at most once per `_WARN_EVERY_S` per servo."""
         self.stats.count_error(servo.name, kind, message)
         now = time.monotonic()
@@ -379,17 +345,6 @@ class FeetechDriver(Driver):
                 "%s (%d problems so far)", message, self.stats.per_device_errors[servo.name]
             )
 
-    def _goal_counts(self, servo: _Servo, position: float) -> int:
-        """Goal Position counts for `position` (rad). Raises `UnsupportedCommandError`."""
-        counts = tb.rad_to_counts(position, servo.spec.counts_per_rev)
-        low, high = self._limits[servo.id]
-        if not low <= counts <= high:
-            raise UnsupportedCommandError(
-                f"{servo}: {position:.4f} rad is {counts} counts, outside its position limits "
-                f"[{low}, {high}]"
-            )
-        return counts
-
     # -- transactions ---------------------------------------------------------------------------
 
     def _line(self) -> FeetechLink:
@@ -398,9 +353,9 @@ class FeetechDriver(Driver):
             raise DriverIOError(f"port {self._p.port!r} is not open")
         return self._link
 
-    async def _read_item(self, servo: _Servo, address: int, length: int, what: str) -> bytes:
+    async def _read_item(self, servo: Servo, address: int, length: int, what: str) -> bytes:
         return await self._line().read_item(servo, address, length, what)
 
-    async def _write_item(self, servo: _Servo, address: int, data: bytes, what: str) -> None:
+    async def _write_item(self, servo: Servo, address: int, data: bytes, what: str) -> None:
         """Write one item; the answer's status bits are the read path's business."""
         await self._line().write_item(servo, address, data, what)
