@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fk": ("kinematics_cmd", "forward kinematics: the pose of a link at q"),
     "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
     "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
-    "sim-device": ("sim_device_cmd", "run a simulated ODrive or Dynamixel bus (wire protocol)"),
+    "sim-device": ("sim_device_cmd", "run simulated devices (ODrive, Dynamixel, Feetech)"),
 }
 """Command → (module of `armd.commands` that registers it, one-line help for ``armd --help``)."""
 

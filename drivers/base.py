@@ -76,6 +76,9 @@ class DeviceState:
     timestamp: the driver clock's time when the reading was received, in s.
     fault: the device's active fault, or None.
     enabled: whether the device reports being in closed-loop control.
+    effort: the device's measured effort, when it reports one, else None. Its meaning is the
+        driver's: for Feetech servos (`feetech`), the signed load as a fraction of the stall
+        torque (Present_Load; -1..1, bounded by the configured torque limit).
     """
 
     position: float
@@ -83,6 +86,7 @@ class DeviceState:
     timestamp: float
     fault: DeviceFault | None = None
     enabled: bool = False
+    effort: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
