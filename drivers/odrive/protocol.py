@@ -209,8 +209,10 @@ def make_set_input_pos(
 
 
 def make_set_axis_state(node_id: int, state: AxisState) -> Frame:
-    """Set_Axis_State: uint32 requested state (4 bytes, as in the ODrive python-can guide)."""
-    return Frame(arbitration_id(node_id, Command.SET_AXIS_STATE), struct.pack("<I", state))
+    """Set_Axis_State: uint32 requested state, padded to the 8 data bytes of the official DBC
+    (``odrive-cansimple-0.6.x.dbc``); strict DBC decoders reject the 4-byte frame of the ODrive
+    python-can guide."""
+    return Frame(arbitration_id(node_id, Command.SET_AXIS_STATE), struct.pack("<I4x", state))
 
 
 def make_set_controller_mode(node_id: int, control: ControlMode, input_mode: InputMode) -> Frame:
@@ -336,7 +338,8 @@ def parse_set_input_pos(
 
 
 def parse_set_axis_state(data: bytes) -> int:
-    _check_length(Command.SET_AXIS_STATE, data, 4)
+    """Raises MalformedFrameError unless `data` is the DBC's 8 bytes."""
+    _check_length(Command.SET_AXIS_STATE, data, 8)
     return int(struct.unpack_from("<I", data)[0])
 
 

@@ -53,9 +53,9 @@ def test_set_input_pos_rejects_non_finite(bad: float) -> None:
 
 def test_set_axis_state_frames() -> None:
     closed = proto.make_set_axis_state(0, proto.AxisState.CLOSED_LOOP_CONTROL)
-    assert (closed.arbitration_id, closed.data) == (0x007, bytes.fromhex("08000000"))
+    assert (closed.arbitration_id, closed.data) == (0x007, bytes.fromhex("08000000 00000000"))
     idle = proto.make_set_axis_state(1, proto.AxisState.IDLE)
-    assert (idle.arbitration_id, idle.data) == (0x027, bytes.fromhex("01000000"))
+    assert (idle.arbitration_id, idle.data) == (0x027, bytes.fromhex("01000000 00000000"))
 
 
 def test_set_controller_mode_frame() -> None:
