@@ -30,6 +30,7 @@ from drivers.dynamixel.errors import (
     describe_status_error,
 )
 from drivers.dynamixel.table import (
+    BAUD_RATES,
     COUNTS_PER_REV,
     STATUS_BLOCK_LENGTH,
     STATUS_BLOCK_SOURCES,
@@ -37,6 +38,7 @@ from drivers.dynamixel.table import (
     Addr,
     OperatingMode,
     StatusBlock,
+    baud_rate_index,
     counts_to_rad,
     decode_status_block,
     indirect_data_address,
@@ -51,6 +53,7 @@ from drivers.dynamixel.table import (
 
 __all__ = [
     "ALERT_BIT",
+    "BAUD_RATES",
     "BROADCAST_ID",
     "COUNTS_PER_REV",
     "HEADER",
@@ -66,6 +69,7 @@ __all__ = [
     "PacketParser",
     "StatusBlock",
     "StatusError",
+    "baud_rate_index",
     "counts_to_rad",
     "crc16",
     "decode_status_block",
@@ -106,10 +110,16 @@ class Instruction(enum.IntEnum):
     PING = 0x01
     READ = 0x02
     WRITE = 0x03
+    REG_WRITE = 0x04
+    ACTION = 0x05
+    FACTORY_RESET = 0x06
     REBOOT = 0x08
+    CLEAR = 0x10
     STATUS = 0x55
     SYNC_READ = 0x82
     SYNC_WRITE = 0x83
+    BULK_READ = 0x92
+    BULK_WRITE = 0x93
 
 
 # -- CRC and byte stuffing ------------------------------------------------------------------------
@@ -167,12 +177,14 @@ class Packet:
     """A decoded packet: ID, instruction and un-stuffed parameters.
 
     For a status packet (instruction 0x55) the first parameter is the error byte: see `error` and
-    `data`.
+    `data`. `crc_ok` is False only for a packet a `PacketParser(keep_bad_crc=True)` returned
+    although its CRC did not match (a device answers those with a CRC Error status).
     """
 
     id: int
     instruction: int
     params: bytes = b""
+    crc_ok: bool = True
 
     @property
     def is_status(self) -> bool:
@@ -257,10 +269,14 @@ class PacketParser:
     cannot belong to a valid packet are discarded; every run of discarded bytes counts once in
     `corrupt`. A candidate that is still incomplete is dropped as soon as a complete valid packet
     starts after it, so one bogus length field cannot swallow the packets that follow.
+
+    With `keep_bad_crc` (what a device does), a packet whose header, ID and length are valid but
+    whose CRC is not is returned with ``crc_ok=False`` instead of being discarded.
     """
 
-    def __init__(self, max_length: int = 1024) -> None:
+    def __init__(self, max_length: int = 1024, *, keep_bad_crc: bool = False) -> None:
         self.max_length = max_length
+        self.keep_bad_crc = keep_bad_crc
         self.corrupt = 0
         self._buffer = bytearray()
         self._in_garbage = False
@@ -312,10 +328,11 @@ class PacketParser:
         if len(buf) < end:
             return "incomplete"
         crc = buf[end - 2] | buf[end - 1] << 8
-        if crc16(memoryview(buf)[start : end - 2]) != crc:
+        crc_ok = crc16(memoryview(buf)[start : end - 2]) == crc
+        if not crc_ok and not self.keep_bad_crc:
             return "invalid"
         body = unstuff(buf[start + 7 : end - 2])
-        return Packet(packet_id, body[0], body[1:]), end
+        return Packet(packet_id, body[0], body[1:], crc_ok), end
 
     def _discard(self, count: int) -> None:
         if count <= 0:

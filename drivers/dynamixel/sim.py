@@ -5,9 +5,10 @@
 tool, opens `chain.port` (the pty's slave path) as if it were a U2D2 adapter. Each device is a
 `SimulatedMotor` behind a byte-addressed X-series control table (XM430 layout, addresses 0-255,
 with the access rules of the real device): a `SimulatedDynamixel` (`drivers.dynamixel.sim_device`,
-re-exported here) that serves Ping, Read, Write, Reboot, Sync Read and Sync Write, latches hardware
+re-exported here) that serves every Protocol 2.0 instruction of the X series, latches hardware
 errors and honours its Bus Watchdog. Status packets leave after the Return Delay Time (9), one
-device after the other for a Sync Read.
+device after the other for a Sync Read or Bulk Read (in the order the packet lists them) and a
+broadcast Ping (in ID order). A device hears only the baud rate its Baud Rate (8) selects.
 
 Timing uses the wall clock (`time.monotonic`); the motors use the injected `clock`. A pty does not
 throttle bytes to the baud rate; with `model_wire_time` the replies are delayed by their wire time.
@@ -26,7 +27,7 @@ import termios
 import threading
 import time
 import tty
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self, TextIO
 
@@ -66,6 +67,7 @@ class SimulatedDynamixelChain:
             raise ValueError(f"ids {list(ids)}: need distinct ids in [0, {dxl.MAX_ID}]")
         params = motor_params or MotorParams(counts_per_rev=dxl.COUNTS_PER_REV)
         positions = initial_positions or {}
+        baud_index = dxl.baud_rate_index(baudrate)  # raises ValueError
         self.baudrate = baudrate
         self.model_wire_time = model_wire_time
         self._devices: dict[int, SimulatedDynamixel] = {}
@@ -74,7 +76,8 @@ class SimulatedDynamixelChain:
             motor = SimulatedMotor(motor_p, clock, seed=seed + n)
             device = SimulatedDynamixel(
                 device_id, motor, model_number=model_number,
-                return_delay=return_delay_units(return_delay_s), reboot_s=reboot_s,
+                return_delay=return_delay_units(return_delay_s), baud_rate=baud_index,
+                reboot_s=reboot_s,
             )  # fmt: skip
             self._devices[device_id] = device
         self._lock = threading.Lock()
@@ -167,17 +170,16 @@ class SimulatedDynamixelChain:
     def _serve(self) -> None:
         assert self._fds is not None
         master, slave, wake_r, _ = self._fds
-        parser = dxl.PacketParser()
+        parser = dxl.PacketParser(keep_bad_crc=True)
         try:
             while not self._stop.is_set():
                 ready, _, _ = select.select([master, wake_r], [], [], self._poll_timeout())
                 data = os.read(master, 4096) if master in ready else b""
-                if data and not self._client_baud_matches(slave):
-                    data = b""  # at another baud rate the devices only hear noise
+                rate = self._client_baudrate(slave) if data else None
                 now = time.monotonic()
                 with self._lock:
                     for packet in parser.feed(data):
-                        self._dispatch(packet, now)
+                        self._dispatch(packet, now, rate)
                     for device in self._devices.values():
                         device.tick(now)
                     self._send_due(master, now)
@@ -186,25 +188,34 @@ class SimulatedDynamixelChain:
         finally:
             os.close(master)
 
-    def _client_baud_matches(self, slave: int) -> bool:
-        """Whether the client configured the chain's baud rate (unknown rates are accepted)."""
-        expected = getattr(termios, f"B{self.baudrate}", None)
-        return expected is None or termios.tcgetattr(slave)[5] == expected
+    @staticmethod
+    def _client_baudrate(slave: int) -> int | None:
+        """The baud rate the client configured, bps; None when termios has no name for it."""
+        speed = termios.tcgetattr(slave)[5]
+        for rate in dxl.BAUD_RATES.values():
+            if getattr(termios, f"B{rate}", None) == speed:
+                return rate
+        return None
 
     def _poll_timeout(self) -> float:
         with self._lock:
             due = self._outbox[0][0] - time.monotonic() if self._outbox else 0.005
         return min(max(due, 0.0), 0.005)
 
-    def _dispatch(self, packet: Packet, now: float) -> None:
+    def _dispatch(self, packet: Packet, now: float, client_baudrate: int | None) -> None:
+        """Hand `packet` to the devices it is for, and queue their replies one after the other.
+        At another baud rate than its own a device hears only noise (unknown rates pass)."""
         if packet.is_status:
             return
-        devices = sorted(self._devices.values(), key=lambda d: d.id)
-        if packet.instruction == Instruction.SYNC_READ:
-            order = list(packet.params[4:])
-            devices.sort(key=lambda d: order.index(d.id) if d.id in order else len(order))
-        elif packet.id != dxl.BROADCAST_ID:
+        devices = sorted(
+            (d for d in self._devices.values() if client_baudrate in (None, d.baudrate)),
+            key=lambda d: d.id,
+        )
+        if packet.id != dxl.BROADCAST_ID:
             devices = [d for d in devices if d.id == packet.id]
+        elif packet.instruction in _ORDER_OF_REPLIES:
+            order = list(_ORDER_OF_REPLIES[packet.instruction](packet.params))
+            devices.sort(key=lambda d: order.index(d.id) if d.id in order else len(order))
         due = now
         for device in devices:
             reply = device.handle(packet, now)
@@ -229,6 +240,13 @@ class SimulatedDynamixelChain:
             _, _, reply = heapq.heappop(self._outbox)
             with contextlib.suppress(BlockingIOError):  # nobody reads: the line drops it
                 os.write(master, reply)
+
+
+# Who answers first: the order in which a Sync Read or a Bulk Read lists the IDs.
+_ORDER_OF_REPLIES: dict[int, Callable[[bytes], bytes]] = {
+    Instruction.SYNC_READ: lambda params: params[4:],
+    Instruction.BULK_READ: lambda params: params[0::5],
+}
 
 
 def run(

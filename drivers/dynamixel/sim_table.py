@@ -5,7 +5,8 @@ Writing a read-only or undefined item, or an EEPROM item while torque is on, ans
 a partial multi-byte write answers Data Length Error; out-of-range values answer Data Range Error;
 a Goal Position outside the mode's limits answers Data Limit Error, and any Goal Position while
 the Bus Watchdog has expired (-1) answers Data Range Error; Torque Enable = 1 with a hardware error
-answers Result Fail. Indirect Address/Data 1-28 work (addresses 578-661 are not modelled).
+answers Result Fail. Indirect Address/Data 1-28 (168-251) and 29-56 (578-661) work.
+Factory Reset restores the e-manual's initial values (ID 1, 57 600 bps, Return Delay 250).
 
 The table is values only: the simulated device (`drivers.dynamixel.sim`) keeps the present
 position and velocity up to date and acts on what is written.
@@ -23,17 +24,17 @@ from drivers.dynamixel.table import EXTENDED_POSITION_LIMIT
 
 __all__ = ["TABLE_SIZE", "ControlTable"]
 
-TABLE_SIZE = 256
+TABLE_SIZE = 662  # the XM430 table ends with Indirect Data 56 (661)
 
 
-# (address, size, power-on value) of the XM430 items the simulation knows, by access class.
+# (address, size, factory value) of the XM430 items the simulation knows, by access class.
 _INFO = ((0, 2, 1020), (2, 4, 0), (6, 1, 46))  # read-only, kept in EEPROM
 _STATUS = (
     (69, 1, 0), (70, 1, 0), (120, 2, 0), (122, 1, 0), (123, 1, 0), (124, 2, 0), (126, 2, 0),
     (128, 4, 0), (132, 4, 0), (136, 4, 0), (140, 4, 0), (144, 2, 120), (146, 1, 30),
 )  # fmt: skip
 _EEPROM = (
-    (7, 1, 1), (8, 1, 3), (9, 1, 250), (10, 1, 0), (11, 1, 3), (12, 1, 255), (13, 1, 2),
+    (7, 1, 1), (8, 1, 1), (9, 1, 250), (10, 1, 0), (11, 1, 3), (12, 1, 255), (13, 1, 2),
     (20, 4, 0), (24, 4, 10), (31, 1, 80), (32, 2, 160), (34, 2, 95), (36, 2, 885), (38, 2, 1193),
     (40, 4, 32767), (44, 4, 350), (48, 4, 4095), (52, 4, 0), (63, 1, 52),
 )  # fmt: skip
@@ -43,6 +44,8 @@ _RAM = (
     (108, 4, 0), (112, 4, 0), (116, 4, 0),
     *((Addr.INDIRECT_ADDRESS_1 + 2 * k, 2, Addr.INDIRECT_DATA_1 + k) for k in range(28)),
     *((Addr.INDIRECT_DATA_1 + k, 1, 0) for k in range(28)),
+    *((Addr.INDIRECT_ADDRESS_29 + 2 * k, 2, Addr.INDIRECT_DATA_29 + k) for k in range(28)),
+    *((Addr.INDIRECT_DATA_29 + k, 1, 0) for k in range(28)),
 )  # fmt: skip
 
 
@@ -52,17 +55,19 @@ class _Item:
     size: int
     writable: bool
     eeprom: bool
-    default: int
+    default: int  # power-on value of this simulated device
+    factory: int  # value after a Factory Reset
 
     @property
     def signed(self) -> bool:
         return self.size == 4 or self.address == Addr.BUS_WATCHDOG
 
 
-def _items(model_number: int, return_delay: int) -> tuple[_Item, ...]:
+def _items(model_number: int, return_delay: int, baud_rate: int) -> tuple[_Item, ...]:
     defaults: dict[int, int] = {
         Addr.MODEL_NUMBER: model_number,
         Addr.RETURN_DELAY_TIME: return_delay,
+        Addr.BAUD_RATE: baud_rate,
     }
     classes = (
         (_INFO, False, True),
@@ -71,7 +76,7 @@ def _items(model_number: int, return_delay: int) -> tuple[_Item, ...]:
         (_STATUS, False, False),
     )
     return tuple(
-        _Item(address, size, writable, eeprom, defaults.get(address, default))
+        _Item(address, size, writable, eeprom, defaults.get(address, default), default)
         for table, writable, eeprom in classes
         for address, size, default in table
     )
@@ -80,8 +85,10 @@ def _items(model_number: int, return_delay: int) -> tuple[_Item, ...]:
 class ControlTable:
     """A byte-addressed control table; ``table[address]`` is one raw byte."""
 
-    def __init__(self, device_id: int, *, model_number: int, return_delay: int) -> None:
-        self._items = _items(model_number, return_delay)
+    def __init__(
+        self, device_id: int, *, model_number: int, return_delay: int, baud_rate: int = 3
+    ) -> None:
+        self._items = _items(model_number, return_delay, baud_rate)
         self._item_at = {a: i for i in self._items for a in range(i.address, i.address + i.size)}
         self._table = bytearray(TABLE_SIZE)
         for item in self._items:
@@ -115,6 +122,16 @@ class ControlTable:
             if not item.eeprom:
                 self.set(item.address, item.size, item.default)
 
+    def factory_reset(self, *, keep: tuple[int, ...] = ()) -> None:
+        """The e-manual's initial value in every writable item but those at `keep`, power-on
+        values in the status items (Factory Reset, then the reboot that follows it)."""
+        for item in self._items:
+            if item.address in keep:
+                continue
+            value = item.factory if item.writable else item.default
+            if item.writable or not item.eeprom:
+                self.set(item.address, item.size, value)
+
     @staticmethod
     def in_bounds(address: int, length: int) -> bool:
         return length > 0 and address + length <= TABLE_SIZE
@@ -129,10 +146,10 @@ class ControlTable:
         return StatusError.NONE, bytes(out)
 
     def _resolve(self, address: int) -> int:
-        if Addr.INDIRECT_DATA_1 <= address < Addr.INDIRECT_DATA_1 + 28:
-            slot = Addr.INDIRECT_ADDRESS_1 + 2 * (address - Addr.INDIRECT_DATA_1)
-            target = self.get(slot)
-            return target if target < TABLE_SIZE else address
+        for data_1, address_1 in _INDIRECT_BANKS:
+            if data_1 <= address < data_1 + 28:
+                target = self.get(address_1 + 2 * (address - data_1))
+                return target if target < TABLE_SIZE else address
         return address
 
     def write(self, address: int, data: bytes, on_written: Callable[[int], None]) -> int:
@@ -182,6 +199,11 @@ class ControlTable:
         return StatusError.NONE if low <= value <= high else StatusError.DATA_LIMIT
 
 
+_INDIRECT_BANKS = (
+    (Addr.INDIRECT_DATA_1, Addr.INDIRECT_ADDRESS_1),
+    (Addr.INDIRECT_DATA_29, Addr.INDIRECT_ADDRESS_29),
+)
+
 _RANGES: Mapping[int, tuple[int, int]] = MappingProxyType(
     {
         Addr.TORQUE_ENABLE: (0, 1),
@@ -189,6 +211,7 @@ _RANGES: Mapping[int, tuple[int, int]] = MappingProxyType(
         Addr.STATUS_RETURN_LEVEL: (0, 2),
         Addr.ID: (0, dxl.MAX_ID),
         Addr.RETURN_DELAY_TIME: (0, 254),
+        Addr.BAUD_RATE: (0, 7),
     }
 )
 
@@ -196,7 +219,7 @@ _RANGES: Mapping[int, tuple[int, int]] = MappingProxyType(
 def _in_range(address: int, value: int) -> bool:
     if address == Addr.OPERATING_MODE:
         return value in set(dxl.OperatingMode)
-    if Addr.INDIRECT_ADDRESS_1 <= address < Addr.INDIRECT_DATA_1:
+    if any(address_1 <= address < address_1 + 56 for _, address_1 in _INDIRECT_BANKS):
         return 64 <= value <= 661
     low, high = _RANGES.get(address, (-(2**31), 2**31 - 1))
     return low <= value <= high

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
+    "BAUD_RATES",
     "COUNTS_PER_REV",
     "EXTENDED_POSITION_LIMIT",
     "KNOWN_MODELS",
@@ -25,6 +26,7 @@ __all__ = [
     "Addr",
     "OperatingMode",
     "StatusBlock",
+    "baud_rate_index",
     "counts_to_rad",
     "decode_status_block",
     "indirect_data_address",
@@ -64,13 +66,17 @@ class Addr(enum.IntEnum):
     MIN_POSITION_LIMIT = 52  # 4, EEPROM, counts
     TORQUE_ENABLE = 64  # 1
     STATUS_RETURN_LEVEL = 68  # 1
+    REGISTERED_INSTRUCTION = 69  # 1, R
     HARDWARE_ERROR_STATUS = 70  # 1, R
     BUS_WATCHDOG = 98  # 1, signed, 20 ms
     GOAL_POSITION = 116  # 4, signed counts
+    MOVING = 122  # 1, R
     PRESENT_VELOCITY = 128  # 4, R, signed 0.229 rpm
     PRESENT_POSITION = 132  # 4, R, signed counts
     INDIRECT_ADDRESS_1 = 168  # 2 each, 28 of them
     INDIRECT_DATA_1 = 224  # 1 each, 28 of them
+    INDIRECT_ADDRESS_29 = 578  # 2 each, 28 of them (Protocol 2.0 only)
+    INDIRECT_DATA_29 = 634  # 1 each, 28 of them (Protocol 2.0 only)
 
 
 KNOWN_MODELS: Mapping[int, str] = MappingProxyType({
@@ -186,6 +192,24 @@ def watchdog_s(units: int) -> float:
 def return_delay_s(units: int) -> float:
     """Return Delay Time (9), in 2 µs units, to seconds."""
     return units * _RETURN_DELAY_UNIT_S
+
+
+BAUD_RATES: Mapping[int, int] = MappingProxyType({
+    0: 9600, 1: 57_600, 2: 115_200, 3: 1_000_000, 4: 2_000_000, 5: 3_000_000, 6: 4_000_000,
+    7: 4_500_000,
+})  # fmt: skip
+"""Baud Rate (8) values of the X series and the rates they select, bps."""
+
+
+def baud_rate_index(baudrate: int) -> int:
+    """The Baud Rate (8) value selecting `baudrate`. Raises ValueError for a rate the X series
+    does not offer."""
+    for index, rate in BAUD_RATES.items():
+        if rate == baudrate:
+            return index
+    raise ValueError(
+        f"baud rate {baudrate} is not an X-series rate ({sorted(BAUD_RATES.values())})"
+    )
 
 
 def return_delay_units(seconds: float) -> int:

@@ -261,3 +261,14 @@ def test_transaction_time_follows_the_baud_rate() -> None:
     assert at_4m == pytest.approx(at_1m / 4, abs=1e-12)
     delayed = dxl.transaction_time_s(request, replies, 1_000_000, return_delay_s=500e-6)
     assert delayed == pytest.approx(at_1m + 6 * 500e-6, abs=1e-12)
+
+
+def test_parser_keeps_a_packet_with_a_bad_crc_only_when_asked() -> None:
+    good = dxl.make_read(2, 7, 1)
+    bad = good[:-1] + bytes([good[-1] ^ 0x5A])
+    strict = dxl.PacketParser()
+    assert strict.feed(bad + good) == [dxl.Packet(2, dxl.Instruction.READ, good[8:-2])]
+    device_side = dxl.PacketParser(keep_bad_crc=True)
+    first, second = device_side.feed(bad + good)
+    assert (first.id, first.instruction, first.crc_ok) == (2, dxl.Instruction.READ, False)
+    assert second.crc_ok
