@@ -8,6 +8,12 @@ came or its deadline ran out: the request's wire time, then for each device its 
 latency (``usb_latency_s``, read from the FTDI ``latency_timer`` in sysfs when not configured).
 Undecodable bytes are skipped and counted (`Reply.corrupt`); what to make of a missing or refused
 reply is the driver's business, except for `command`, an instruction one device must answer.
+
+Protocol 2.0 status packets carry no sequence number, so a reply that arrives after its deadline
+would pass for the reply to the next request of the same id. A status packet counts only when its
+data length is the one the request asked for (or it reports an error); others are late replies
+to an earlier transaction, skipped and counted (`Reply.stale`). When the deadline passes, what
+has already arrived is still read: the I/O thread itself may have been scheduled late.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Packet
 from drivers.errors import DeviceFaultError, DriverIOError, DriverOpenError, DriverTimeoutError
 
-__all__ = ["DynamixelLink", "Reply", "Target"]
+__all__ = ["PTY_REPLY_MARGIN_S", "SERIAL_REPLY_MARGIN_S", "DynamixelLink", "Reply", "Target"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,6 +54,7 @@ class Reply:
     packets: Mapping[int, Packet]
     corrupt: int  # runs of undecodable bytes, including a truncated packet at the deadline
     timed_out: bool
+    stale: int = 0  # status packets of another length: late replies to an earlier request
 
 
 class _Port:
@@ -63,38 +70,59 @@ class _Port:
             raise DriverOpenError(f"port {port!r} at {baudrate} baud: cannot open: {exc}") from exc
 
     def transact(
-        self, request: bytes, expect: Sequence[int], timeout_s: float, max_length: int
+        self, request: bytes, expect: Sequence[int], data_length: int, timeout_s: float
     ) -> Reply:
-        """Send `request`, then collect the status packets of `expect` until all came or
-        `timeout_s` ran out."""
+        """Send `request`, then collect the status packets of `expect` carrying `data_length`
+        bytes until all came or `timeout_s` ran out."""
         try:
             stale = self._serial.in_waiting
             if stale:
                 self._serial.read(stale)  # a late reply to an earlier transaction
             self._serial.write(request)
-            return self._collect(expect, time.monotonic() + timeout_s, max_length)
+            return self._collect(expect, data_length, time.monotonic() + timeout_s)
         except (serial.SerialException, OSError) as exc:
             raise DriverIOError(f"port {self.port!r}: {exc}") from exc
 
-    def _collect(self, expect: Sequence[int], deadline: float, max_length: int) -> Reply:
+    def _collect(self, expect: Sequence[int], data_length: int, deadline: float) -> Reply:
+        max_length = 2 * dxl.status_packet_size(data_length)  # LEN, with room for byte stuffing
         parser = dxl.PacketParser(max_length)
         packets: dict[int, Packet] = {}
+        stale = 0
         while len(packets) < len(expect):
             remaining = deadline - time.monotonic()
-            if remaining <= 0.0:
-                break
-            select.select([self._serial.fileno()], [], [], remaining)
-            for packet in parser.feed(self._serial.read(self._serial.in_waiting or 1)):
-                if packet.is_status and packet.id in expect:
+            if remaining > 0.0:
+                select.select([self._serial.fileno()], [], [], remaining)
+            data = self._serial.read(self._serial.in_waiting or (1 if remaining > 0.0 else 0))
+            for packet in parser.feed(data):
+                if not packet.is_status or packet.id not in expect:
+                    continue
+                if len(packet.data) == data_length or packet.error & ~dxl.ALERT_BIT:
                     packets.setdefault(packet.id, packet)
+                else:
+                    stale += 1
+            if remaining <= 0.0:
+                break  # what had arrived by the deadline is read
         corrupt = parser.corrupt + (1 if parser.pending else 0)
-        return Reply(packets, corrupt, timed_out=len(packets) < len(expect))
+        return Reply(packets, corrupt, timed_out=len(packets) < len(expect), stale=stale)
 
     def close(self) -> None:
         try:
             self._serial.close()
         except (serial.SerialException, OSError) as exc:
             log.debug("port %r: error while closing: %s", self.port, exc)
+
+
+SERIAL_REPLY_MARGIN_S = 0.002
+PTY_REPLY_MARGIN_S = 0.05
+_PTY_SLAVE_MAJORS = range(136, 144)  # Unix98 pseudo-terminal slaves (/dev/pts/N), Linux
+
+
+def _is_pty(port: str) -> bool:
+    """Whether `port` is a pseudo-terminal: a process on the other end, not a bus."""
+    try:
+        return os.major(os.stat(port).st_rdev) in _PTY_SLAVE_MAJORS
+    except OSError:
+        return False
 
 
 def _usb_latency_s(port: str) -> float:
@@ -113,11 +141,16 @@ class DynamixelLink:
     `retries` applies to `command` only (configuration), never to the cyclic transactions.
     """
 
-    def __init__(self, port: str, baudrate: int, *, reply_margin_s: float, retries: int) -> None:
+    def __init__(
+        self, port: str, baudrate: int, *, reply_margin_s: float | None, retries: int
+    ) -> None:
+        """`reply_margin_s` None: `SERIAL_REPLY_MARGIN_S`, or `PTY_REPLY_MARGIN_S` when the port
+        turns out to be a pseudo-terminal (a simulated chain)."""
         self.port = port
         self.baudrate = baudrate
         self.latency_s = 0.0
-        self._reply_margin_s = reply_margin_s
+        self._configured_margin_s = reply_margin_s
+        self._reply_margin_s = SERIAL_REPLY_MARGIN_S if reply_margin_s is None else reply_margin_s
         self._retries = retries
         self._return_delays: dict[int, float] = {}
         self._port: _Port | None = None
@@ -131,6 +164,10 @@ class DynamixelLink:
         if usb_latency_s is None:
             usb_latency_s = await self._io(lambda: _usb_latency_s(self.port), timeout_s=1.0)
         self.latency_s = usb_latency_s
+        if self._configured_margin_s is None and await self._io(
+            lambda: _is_pty(self.port), timeout_s=1.0
+        ):
+            self._reply_margin_s = PTY_REPLY_MARGIN_S
         if self.latency_s > 0.002:
             log.warning(
                 "port %r: USB latency timer %.0f ms delays every reply; set it to 1 ms "
@@ -177,9 +214,8 @@ class DynamixelLink:
             raise DriverIOError(f"port {self.port!r} is not open")
         reply_size = dxl.status_packet_size(data_length)
         timeout_s = self.deadline_s(len(request), [reply_size] * len(expect))
-        max_length = 2 * reply_size  # the LEN field, with room for byte stuffing
         return await self._io(
-            lambda: port.transact(request, expect, timeout_s, max_length), timeout_s=timeout_s
+            lambda: port.transact(request, expect, data_length, timeout_s), timeout_s=timeout_s
         )
 
     async def command(

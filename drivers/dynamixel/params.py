@@ -36,7 +36,9 @@ class DynamixelParams(DriverParams):
     devices: dict[str, DynamixelDeviceParams] = Field(min_length=1)
     operating_mode: Literal["position", "extended_position"] = "extended_position"
     bus_watchdog_s: float | None = 0.1  # None: off; 0.02 … 2.54 in 20 ms steps
-    reply_margin_s: float = Field(default=0.002, ge=0.0, allow_inf_nan=False)
+    # None: 0.002 s on a serial adapter, 0.05 s on a pseudo-terminal (`armd sim-device dynamixel`:
+    # the devices are a process, whose replies wait for the scheduler on a loaded machine)
+    reply_margin_s: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
     usb_latency_s: float | None = Field(default=None, ge=0.0)  # None: read from sysfs
     retries: int = Field(default=2, ge=0)  # for configuration commands, never for read/write
     reboot_timeout_s: float = Field(default=2.0, gt=0.0)

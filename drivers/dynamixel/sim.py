@@ -264,8 +264,8 @@ def run(
 
     Prints the pty path (one line, flushed) once the chain is ready; with `link`, also creates a
     symlink at that path (replacing an existing symlink, never a regular file) and removes it on
-    exit. Point the `dynamixel` driver at it with the same baud rate; as a Python process serving a
-    pty has millisecond scheduling jitter, give the driver ``reply_margin_s: 0.01`` or more.
+    exit. Point the `dynamixel` driver at it with the same baud rate; its defaults work (on a
+    pty its reply margin is 50 ms: this process is scheduled like any other).
     """
     with SimulatedDynamixelChain(
         ids, baudrate=baudrate, model_number=model_number, return_delay_s=return_delay_s,
