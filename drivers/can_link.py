@@ -69,8 +69,12 @@ def make_bus(
     can_filters: Sequence[dict[str, Any]] | None = None,
 ) -> can.BusABC:
     """``can.Bus`` with the options that are given (None: the interface's default, e.g. the bit
-    rate set by ``ip link`` for SocketCAN). Raises what `can.Bus` raises (`BUS_OPEN_ERRORS`)."""
+    rate set by ``ip link`` for SocketCAN). ``udp_multicast`` (simulated devices in another
+    process) gets a hop limit of 0: its frames never leave this host. Raises what `can.Bus`
+    raises (`BUS_OPEN_ERRORS`)."""
     kwargs: dict[str, Any] = {}
+    if interface == "udp_multicast":
+        kwargs["hop_limit"] = 0
     if can_filters is not None:
         kwargs["can_filters"] = list(can_filters)
     if bitrate is not None:

@@ -2,12 +2,16 @@
 daemon (or ``armd check --probe``) can run its real ``odrive``, ``dynamixel`` or ``feetech`` driver
 without hardware.
 
-- ``odrive``: simulated ODrive axes (firmware 0.6 CAN Simple) on a python-can bus. Across
-  processes use ``--interface udp_multicast --channel <IPv4 multicast group>`` here and the same
-  ``interface`` and ``channel`` in the driver's params.
-- ``dynamixel``: a simulated X-series chain on a pseudo-terminal. Its path is printed on one line
-  of stdout (``--link`` also makes a symlink to it); give the driver that port, the same baud rate
-  and ``reply_margin_s: 0.01`` or more (a Python process serving a pty has millisecond jitter).
+- ``odrive``: simulated ODrive axes (firmware 0.6 CAN Simple) on a python-can bus, by default
+  nodes 0 1 2 on ``udp_multicast`` group 239.74.163.2 (reachable from other processes on this
+  host only); give the driver the same ``interface`` and ``channel``.
+- ``dynamixel``: a simulated X-series chain on a pseudo-terminal. Its path is printed on the first
+  line of stdout (``--link`` also makes a symlink to it); give the driver that port and the same
+  baud rate, its other defaults fit.
+
+``odrive`` and ``dynamixel`` take the motors' limits and initial positions as options
+(`armd.commands.sim_device_config`) and, once they serve, print on stdout the config lines that
+drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits).
 - ``feetech``: a simulated Feetech STS3215 chain on a pseudo-terminal, printed the same way; the
   ``feetech`` driver's defaults work with it (same baud rate).
 
@@ -30,6 +34,14 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from armd.commands._cli import EXIT_OK, EXIT_USAGE, Command, UsageError, guarded, say_error
+from armd.commands.sim_device_config import (
+    DYNAMIXEL_MOTOR,
+    ODRIVE_MOTOR,
+    add_motor_arguments,
+    dynamixel_config_lines,
+    motor_options,
+    odrive_config_lines,
+)
 from drivers import DriverError
 
 __all__ = ["register"]
@@ -117,7 +129,13 @@ def _cmd_odrive(args: argparse.Namespace) -> int:
     _check_seconds("--heartbeat-period-s", args.heartbeat_period_s, zero_ok=True)
     _check_seconds("--encoder-period-s", args.encoder_period_s, zero_ok=True)
     _check_seconds("--watchdog-timeout-s", args.watchdog_timeout_s, zero_ok=False)
+    motors = motor_options(args, args.node_ids)
     from drivers.odrive import sim as odrive_sim  # python-can only when asked for
+    from drivers.sim.motor import MotorParams
+
+    def ready() -> None:
+        lines = odrive_config_lines(args.interface, args.channel, args.node_ids, motors)
+        print(lines, flush=True)
 
     with _interrupt_on(signal.SIGTERM):
         # `run` handles SIGINT and SIGTERM itself once its bus is open; it returns after one.
@@ -129,6 +147,11 @@ def _cmd_odrive(args: argparse.Namespace) -> int:
             heartbeat_period_s=args.heartbeat_period_s,
             encoder_period_s=args.encoder_period_s,
             watchdog_timeout_s=args.watchdog_timeout_s,
+            motor=MotorParams(
+                max_velocity=motors.max_velocity, max_acceleration=motors.max_acceleration
+            ),
+            initial_positions=motors.initial_positions,
+            on_ready=ready,
         )
     return EXIT_OK
 
@@ -150,9 +173,32 @@ def _interrupt_on(signum: signal.Signals) -> Iterator[None]:
 def _cmd_dynamixel(args: argparse.Namespace) -> int:
     _check_ids("--ids", args.ids, MAX_DYNAMIXEL_ID)
     _check_serial_args(args)
-    from drivers.dynamixel import sim as dynamixel_sim  # pyserial only when asked for
+    _check_seconds("--return-delay-s", args.return_delay_s, zero_ok=True)
+    from drivers.dynamixel.table import BAUD_RATES, return_delay_units
 
-    return _serve_until_signal(dynamixel_sim.run, args)
+    if args.baudrate not in BAUD_RATES.values():
+        rates = " ".join(str(rate) for rate in BAUD_RATES.values())
+        raise UsageError(f"--baudrate: {args.baudrate} is not an X-series rate ({rates})")
+    if return_delay_units(args.return_delay_s) > 254:
+        raise UsageError(f"--return-delay-s: {args.return_delay_s} s outside [0, 0.000508]")
+    motors = motor_options(args, args.ids)
+    from drivers.dynamixel import sim as dynamixel_sim  # pyserial only when asked for
+    from drivers.dynamixel.table import COUNTS_PER_REV
+    from drivers.sim.motor import MotorParams
+
+    def ready(port: str) -> None:
+        print(port, flush=True)
+        print(dynamixel_config_lines(port, args.baudrate, args.ids, motors), flush=True)
+
+    motor = MotorParams(
+        max_velocity=motors.max_velocity,
+        max_acceleration=motors.max_acceleration,
+        counts_per_rev=COUNTS_PER_REV,
+    )
+    return _serve_until_signal(
+        dynamixel_sim.run, args, motor_params=motor, initial_positions=motors.initial_positions,
+        return_delay_s=args.return_delay_s, on_ready=ready,
+    )  # fmt: skip
 
 
 # -- feetech ------------------------------------------------------------------------------------
@@ -174,8 +220,9 @@ def _check_serial_args(args: argparse.Namespace) -> None:
         raise UsageError(f"--link: {link} exists and is not a symlink; it is never replaced")
 
 
-def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace) -> int:
-    """Run a pty simulation's `run(ids, baudrate, link=, stop=)` until SIGINT or SIGTERM."""
+def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace, **options: Any) -> int:
+    """Run a pty simulation's `run(ids, baudrate, link=, stop=, **options)` until SIGINT or
+    SIGTERM."""
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -183,7 +230,7 @@ def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace) -> i
 
     handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        run(args.ids, args.baudrate, link=args.link, stop=stop)
+        run(args.ids, args.baudrate, link=args.link, stop=stop, **options)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
@@ -208,10 +255,17 @@ def _add_odrive_parser(kinds: Any) -> None:
         help="python-can interface (udp_multicast: reachable from other processes)",
     )
     odrive.add_argument(
-        "--channel", required=True, help="python-can channel, e.g. a multicast group 239.74.163.2"
+        "--channel",
+        default="239.74.163.2",
+        help="python-can channel: for udp_multicast an IPv4 multicast group (239.74.163.2)",
     )
     odrive.add_argument(
-        "--node-ids", nargs="+", type=int, required=True, metavar="ID", help="CAN node ids, 0..63"
+        "--node-ids",
+        nargs="+",
+        type=int,
+        default=[0, 1, 2],
+        metavar="ID",
+        help="CAN node ids, 0..63 (0 1 2)",
     )
     odrive.add_argument("--bitrate", type=int, help="bit rate (default: the interface's)")
     odrive.add_argument(
@@ -230,6 +284,7 @@ def _add_odrive_parser(kinds: Any) -> None:
         metavar="S",
         help="axis watchdog: idle when no Set_Input_Pos for this long in closed loop (off)",
     )
+    add_motor_arguments(odrive, ODRIVE_MOTOR)
     odrive.set_defaults(func=_cmd_odrive)
 
 
@@ -238,6 +293,14 @@ def _add_dynamixel_parser(kinds: Any) -> None:
         "dynamixel", help="a simulated Dynamixel X-series chain on a pty (prints its path)"
     )
     _add_serial_arguments(dynamixel, MAX_DYNAMIXEL_ID)
+    dynamixel.add_argument(
+        "--return-delay-s",
+        type=float,
+        default=0.0005,
+        metavar="S",
+        help="Return Delay Time of every servo, 0..0.000508 s (0.0005, the factory setting)",
+    )
+    add_motor_arguments(dynamixel, DYNAMIXEL_MOTOR)
     dynamixel.set_defaults(func=_cmd_dynamixel)
 
 

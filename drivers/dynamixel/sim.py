@@ -257,25 +257,34 @@ def run(
     model_number: int = 1020,
     return_delay_s: float = 0.0005,
     model_wire_time: bool = True,
+    motor_params: MotorParams | None = None,
+    initial_positions: Mapping[int, float] | None = None,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve a simulated chain until `stop` is set (or Ctrl-C); for ``armd sim-device dynamixel``.
 
-    Prints the pty path (one line, flushed) once the chain is ready; with `link`, also creates a
-    symlink at that path (replacing an existing symlink, never a regular file) and removes it on
-    exit. Point the `dynamixel` driver at it with the same baud rate; its defaults work (on a
-    pty its reply margin is 50 ms: this process is scheduled like any other).
+    Once the chain is ready, `on_ready(port)` runs; by default it prints the pty path (one line,
+    flushed) on `out`. With `link`, also creates a symlink at that path (replacing an existing
+    symlink, never a regular file) and removes it on exit. Point the `dynamixel` driver at it
+    with the same baud rate; its defaults work (on a pty its reply margin is 50 ms: this process
+    is scheduled like any other). Raises ValueError for a baud rate the X series does not offer.
     """
+
+    def print_port(port: str) -> None:
+        print(port, file=out or sys.stdout, flush=True)
+
     with SimulatedDynamixelChain(
         ids, baudrate=baudrate, model_number=model_number, return_delay_s=return_delay_s,
-        model_wire_time=model_wire_time,
+        model_wire_time=model_wire_time, motor_params=motor_params,
+        initial_positions=initial_positions,
     ) as chain:  # fmt: skip
         if link is not None:
             if os.path.islink(link):
                 os.unlink(link)
             os.symlink(chain.port, link)
-        print(chain.port, file=out or sys.stdout, flush=True)
+        (on_ready or print_port)(chain.port)
         try:
             (stop or threading.Event()).wait()
         except KeyboardInterrupt:

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import heapq
 import logging
 import math
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -190,18 +191,26 @@ async def serve(
     encoder_period_s: float = 0.01,
     watchdog_timeout_s: float | None = None,
     motor: MotorParams | None = None,
+    initial_positions: Mapping[int, float] | None = None,
     clock: Clock = time.monotonic,
     stop: asyncio.Event | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Serve simulated ODrive axes `node_ids` on a python-can bus until `stop` is set (forever
-    when None, i.e. until cancelled). Periods and timeouts in s; `motor` applies to every axis.
+    when None, i.e. until cancelled). Periods and timeouts in s; `motor` applies to every axis,
+    `initial_positions` (rad at the motor, by node id; default 0) replaces its initial position.
+    `on_ready` runs once the bus is open and the axes serve.
 
     Raises DriverOpenError when the bus cannot be opened.
     """
+    motor = motor or MotorParams()
+    positions = initial_positions or {}
     configs = [
         SimAxisConfig(
             node_id=node_id,
-            motor=motor or MotorParams(),
+            motor=dataclasses.replace(
+                motor, initial_position=positions.get(node_id, motor.initial_position)
+            ),
             heartbeat_period_s=heartbeat_period_s,
             encoder_period_s=encoder_period_s,
             watchdog_timeout_s=watchdog_timeout_s,
@@ -212,6 +221,8 @@ async def serve(
     sim = SimulatedODrive.create(interface, channel, configs, bitrate=bitrate, clock=clock)
     async with sim:
         log.info("simulated ODrive axes %s on %s channel %r", list(node_ids), interface, channel)
+        if on_ready is not None:
+            on_ready()
         await (stop or asyncio.Event()).wait()
 
 
@@ -224,6 +235,9 @@ def run(
     heartbeat_period_s: float = 0.1,
     encoder_period_s: float = 0.01,
     watchdog_timeout_s: float | None = None,
+    motor: MotorParams | None = None,
+    initial_positions: Mapping[int, float] | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Blocking `serve` for a command line: returns after SIGINT or SIGTERM (bus shut down).
 
@@ -243,7 +257,10 @@ def run(
             heartbeat_period_s=heartbeat_period_s,
             encoder_period_s=encoder_period_s,
             watchdog_timeout_s=watchdog_timeout_s,
+            motor=motor,
+            initial_positions=initial_positions,
             stop=stop,
+            on_ready=on_ready,
         )
 
     asyncio.run(main())

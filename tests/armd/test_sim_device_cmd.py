@@ -126,8 +126,7 @@ async def test_dynamixel_chain_serves_the_dynamixel_driver(spawn: Spawn, tmp_pat
     params: dict[str, Any] = {
         "port": port,
         "devices": {"shoulder": {"id": 1}, "elbow": {"id": 2, "direction": -1}},
-        "reply_margin_s": 0.05,  # a Python process serving a pty has scheduling jitter
-        "bus_watchdog_s": None,
+        "bus_watchdog_s": None,  # the driver's other defaults (a pty's reply margin) fit
     }
     await exercise(DynamixelDriver(DynamixelParams.model_validate(params)))
     terminate(process)
@@ -188,13 +187,17 @@ DYNAMIXEL = ["sim-device", "dynamixel"]
     ("argv", "message"),
     [
         (["sim-device"], "odrive, dynamixel or feetech"),
-        (ODRIVE, "--node-ids"),
+        ([*ODRIVE, "--initial-positions", "0.5"], "1 values for 3 ids"),
+        ([*ODRIVE, "--max-velocity", "0"], "--max-velocity: 0.0 must be finite and > 0"),
         ([*ODRIVE, "--node-ids", "64"], "[0, 63]"),
         ([*ODRIVE, "--node-ids", "0", "--channel", "can0"], "multicast group"),
         ([*ODRIVE, "--node-ids", "0", "--encoder-period-s", "-1"], "--encoder-period-s"),
         ([*DYNAMIXEL, "--ids", "1", "1"], "duplicates"),
         ([*DYNAMIXEL, "--ids", "253"], "[0, 252]"),
         ([*DYNAMIXEL, "--baudrate", "fast"], "--baudrate"),
+        ([*DYNAMIXEL, "--baudrate", "250000"], "not an X-series rate"),
+        ([*DYNAMIXEL, "--return-delay-s", "0.001"], "--return-delay-s"),
+        ([*DYNAMIXEL, "--max-acceleration", "nan"], "--max-acceleration"),
         ([*DYNAMIXEL, "--link", str(ROOT / "pyproject.toml")], "not a symlink"),
     ],
 )

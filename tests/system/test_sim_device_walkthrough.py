@@ -1,0 +1,195 @@
+"""The README's sim-device walk-through, end to end with real processes: ``armd sim-device odrive``
+and ``armd sim-device dynamixel`` with their defaults, ``config/armd.example.yaml`` with only the
+bus lines they print put in, the daemon on it, goals that move a joint of each driver at the
+example's full joint speed, and a daemon restart on the same simulated devices — while a CPU-bound
+process loads a core (the machine has two, shared).
+
+What the test changes beyond the printed lines, and why: the broker is one it starts on a free
+port, the lock file is in the test's folder, the model path is absolute, ``realtime_priority`` is
+0 (a test must not run SCHED_FIFO on a shared machine), and the ODrive node ids are random (on
+Linux a udp_multicast bus hears every group on its port, so other runs' nodes 0 1 2 would answer
+too) and the multicast group unique. Nothing asserts speed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import select
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from multiprocessing.synchronize import Event
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.broker import MosquittoBroker
+from tests.system.helpers import ROOT, START_S, ArmdProcess, armd_command
+from tests.system.probe import WAIT_S, MqttProbe, joint_positions
+
+EXAMPLE = ROOT / "config" / "armd.example.yaml"
+ARM = "ur5-example"
+
+
+def _burn(stop: Event) -> None:
+    while not stop.is_set():
+        pass
+
+
+@pytest.fixture
+def loaded_core() -> Iterator[None]:
+    """A process that keeps one core busy for the whole test."""
+    stop = multiprocessing.Event()
+    burner = multiprocessing.Process(target=_burn, args=(stop,), daemon=True)
+    burner.start()
+    yield
+    stop.set()
+    burner.join(timeout=10.0)
+    if burner.is_alive():
+        burner.kill()
+
+
+@pytest.fixture
+def spawn() -> Iterator[Any]:
+    processes: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> subprocess.Popen[str]:
+        process = subprocess.Popen(
+            armd_command(*args), cwd=ROOT, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        processes.append(process)
+        return process
+
+    yield start
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.communicate(timeout=10.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+
+
+def printed_config(process: subprocess.Popen[str], skip_first: bool = False) -> dict[str, Any]:
+    """The config lines a sim-device prints once it serves (up to its last comment line)."""
+    assert process.stdout is not None
+    fd, text = process.stdout.fileno(), ""
+    deadline = time.monotonic() + START_S
+    while "# acceleration limits" not in text:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        chunk = os.read(fd, 4096).decode() if ready else ""  # raw: no buffer hides a line
+        if not chunk:
+            process.kill()
+            _, err = process.communicate(timeout=10.0)
+            pytest.fail(f"{process.args!r}: no config lines ({text!r}): {err}")
+        text += chunk
+    lines = text.splitlines()
+    if skip_first:
+        assert lines[0].startswith("/dev/"), lines[0]  # the pty, on its own first line
+        lines = lines[1:]
+    config = yaml.safe_load("\n".join(lines))
+    assert isinstance(config, dict)
+    return config
+
+
+def example_config(
+    tmp_path: Path, broker_port: int, odrive: dict[str, Any], dxl: dict[str, Any]
+) -> Path:
+    """config/armd.example.yaml with the printed bus lines put in."""
+    config = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    config["model"] = str((EXAMPLE.parent / config["model"]).resolve())
+    config["mqtt"]["port"] = broker_port
+    config["lock_file"] = str(tmp_path / "armd.lock")
+    config["realtime_priority"] = 0
+    can0, servos = config["drivers"]["can0"], config["drivers"]["servos"]
+    assert (odrive["type"], dxl["type"]) == (can0["type"], servos["type"])
+    for key in ("interface", "channel"):
+        can0["params"][key] = odrive["params"][key]
+    printed_nodes = [d["node_id"] for d in odrive["params"]["devices"].values()]
+    for name, node_id in zip(can0["params"]["devices"], printed_nodes, strict=True):
+        can0["params"]["devices"][name]["node_id"] = node_id
+    servos["params"]["port"] = dxl["params"]["port"]
+    assert servos["params"]["baudrate"] == dxl["params"]["baudrate"]
+    printed_ids = {d["id"] for d in dxl["params"]["devices"].values()}
+    assert {d["id"] for d in servos["params"]["devices"].values()} <= printed_ids
+    path = tmp_path / "armd.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def start_daemon(config: Path, log: Path, probe: MqttProbe) -> ArmdProcess:
+    daemon = ArmdProcess(config, log).start()
+    since = probe.mark()
+
+    def online() -> bool:
+        if not daemon.running:
+            raise AssertionError(f"armd exited (code {daemon.returncode}):\n{daemon.output()}")
+        return probe.availability() == "online" and bool(probe.on("state", since))
+
+    try:
+        probe.wait_for(online, START_S, "the daemon online and publishing state")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{daemon.output()}") from None
+    return daemon
+
+
+def run_goal(probe: MqttProbe, daemon: ArmdProcess, positions: dict[str, float]) -> None:
+    goal = {"id": uuid.uuid4().hex[:12], "type": "joints", "positions": positions}
+    status = probe.run_goal(goal, timeout_s=2 * WAIT_S)
+    assert status["status"] == "succeeded", f"{status}\n{daemon.output()[-6000:]}"
+
+
+@pytest.mark.usefixtures("loaded_core")
+def test_the_example_config_drives_the_default_simulated_devices(
+    tmp_path: Path, spawn: Any
+) -> None:
+    a, b, c, d = uuid.uuid4().bytes[:4]
+    group, first = f"239.{a}.{b}.{max(c, 1)}", 3 + d % 58
+    odrive = spawn(
+        "sim-device", "odrive", "--channel", group,
+        "--node-ids", str(first), str(first + 1), str(first + 2),
+    )  # fmt: skip
+    dynamixel = spawn("sim-device", "dynamixel", "--ids", "1", "2", "3")
+    config = example_config(
+        tmp_path, 0, printed_config(odrive), printed_config(dynamixel, skip_first=True)
+    )
+    with MosquittoBroker(tmp_path / "mosquitto") as broker:
+        text = config.read_text(encoding="utf-8").replace("port: 0", f"port: {broker.port}")
+        config.write_text(text, encoding="utf-8")
+        probe = MqttProbe(broker.host, broker.port, arm=ARM)
+        daemon = start_daemon(config, tmp_path / "armd-1.out", probe)
+        try:
+            start = joint_positions(probe.latest_state())
+            away = {
+                "shoulder_pan_joint": start["shoulder_pan_joint"] + 1.5,  # ODrive, gear 50
+                "elbow_joint": start["elbow_joint"] + 0.5,  # ODrive, gear 50
+                "wrist_1_joint": start["wrist_1_joint"] + 0.5,  # Dynamixel
+                "wrist_3_joint": start["wrist_3_joint"] + 0.5,  # sim
+            }
+            run_goal(probe, daemon, away)
+        finally:
+            daemon.stop()
+        assert daemon.returncode == 0, daemon.output()
+        # a restart finds the devices where the last run left them, and drives them back
+        daemon = start_daemon(config, tmp_path / "armd-2.out", probe)
+        try:
+            there = joint_positions(probe.latest_state())
+            for name, position in away.items():
+                if name != "wrist_3_joint":  # the in-process `sim` driver starts afresh
+                    assert there[name] == pytest.approx(position, abs=0.01), name
+            run_goal(probe, daemon, {name: start[name] for name in away})
+        finally:
+            daemon.stop()
+            probe.close()
+        assert daemon.returncode == 0, daemon.output()
+    for process in (odrive, dynamixel):
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=10.0)
+        assert process.returncode == 0, err
