@@ -163,6 +163,11 @@ def test_the_example_config_drives_the_default_simulated_devices(
     with MosquittoBroker(tmp_path / "mosquitto") as broker:
         text = config.read_text(encoding="utf-8").replace("port: 0", f"port: {broker.port}")
         config.write_text(text, encoding="utf-8")
+        check = subprocess.run(
+            armd_command("check", "--config", config, "--probe"), cwd=ROOT,
+            capture_output=True, text=True, timeout=START_S, check=False,
+        )  # fmt: skip
+        assert check.returncode == 0, check.stdout + check.stderr
         probe = MqttProbe(broker.host, broker.port, arm=ARM)
         daemon = start_daemon(config, tmp_path / "armd-1.out", probe)
         try:
