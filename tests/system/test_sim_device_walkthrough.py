@@ -13,6 +13,7 @@ too) and the multicast group unique. Nothing asserts speed.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import select
@@ -28,6 +29,9 @@ from typing import Any
 import pytest
 import yaml
 
+from drivers import DeviceCommand
+from drivers.dynamixel.driver import DynamixelDriver
+from drivers.feetech.driver import FeetechDriver
 from tests.broker import MosquittoBroker
 from tests.system.helpers import ROOT, START_S, ArmdProcess, armd_command
 from tests.system.probe import WAIT_S, MqttProbe, joint_positions
@@ -198,3 +202,34 @@ def test_the_example_config_drives_the_default_simulated_devices(
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=10.0)
         assert process.returncode == 0, err
+
+
+async def _exercise(driver: Any, rounds: int = 500) -> Any:
+    """Open, enable, stream the measured positions like a control loop, close; the stats."""
+    await driver.open()
+    try:
+        await driver.enable()
+        for _ in range(rounds):
+            states = await driver.read()
+            await driver.write({n: DeviceCommand(s.position) for n, s in states.items()})
+            await asyncio.sleep(0.004)
+        return driver.stats
+    finally:
+        await driver.close()
+
+
+@pytest.mark.usefixtures("loaded_core")
+@pytest.mark.parametrize("kind", ["dynamixel", "feetech"])
+async def test_a_driver_with_its_defaults_serves_a_default_pty_chain(spawn: Any, kind: str) -> None:
+    """The README's second step for a serial chain: the port it prints and nothing else."""
+    driver_class = {"dynamixel": DynamixelDriver, "feetech": FeetechDriver}[kind]
+    process = spawn("sim-device", kind, "--ids", "1", "2", "3")
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout.fileno()], [], [], START_S)
+    assert ready, f"{kind}: no pty printed"
+    port = os.read(process.stdout.fileno(), 4096).decode().splitlines()[0]
+    params = driver_class.Params.model_validate(
+        {"port": port, "devices": {f"d{i}": {"id": i} for i in (1, 2, 3)}}
+    )
+    stats = await _exercise(driver_class(params))
+    assert (stats.timeouts, stats.missing_replies, stats.corrupt_replies) == (0, 0, 0), kind
