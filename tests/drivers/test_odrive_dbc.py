@@ -381,3 +381,62 @@ def test_the_simulated_axis_follows_dbc_encoded_commands(dbc: Any) -> None:
     assert axis.active_errors == 0
     send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.IDLE)})
     assert axis.state is proto.AxisState.IDLE
+
+
+async def test_the_driver_reads_an_odrive_whose_frames_cantools_encodes(dbc: Any) -> None:
+    """A fake ODrive built from the DBC alone (cyclic Heartbeat and Get_Encoder_Estimates, the
+    Get_Version reply): the driver opens, reads the position and sees the axis error."""
+    channel = f"odrive-dbc-fake-{uuid.uuid4().hex}"
+    node, position_turns, velocity_turns_s = 5, -0.375, 0.5
+    heartbeat = {"Axis_Error": 0, "Axis_State": 1, "Procedure_Result": 0}
+    version = dict.fromkeys(_VERSION_SIGNALS, 0) | {"Fw_Version_Major": 0, "Fw_Version_Minor": 6}
+
+    def frames() -> list[can.Message]:
+        encoded = [
+            ("Axis0_Heartbeat", heartbeat | {"Trajectory_Done_Flag": 1}),
+            (
+                "Axis0_Get_Encoder_Estimates",
+                {"Pos_Estimate": position_turns, "Vel_Estimate": velocity_turns_s},
+            ),
+            ("Axis0_Get_Version", version),
+        ]
+        return [
+            can.Message(
+                arbitration_id=node << 5 | dbc.get_message_by_name(name).frame_id,
+                data=dbc.get_message_by_name(name).encode(signals, strict=True),
+                is_extended_id=False,
+            )
+            for name, signals in encoded
+        ]
+
+    async def fake_odrive(stop: asyncio.Event) -> None:
+        with make_bus("virtual", channel) as bus:
+            while not stop.is_set():
+                for message in frames():
+                    bus.send(message)
+                await asyncio.sleep(0.005)
+
+    params = ODriveParams.model_validate(
+        {"interface": "virtual", "channel": channel, "devices": {"j": {"node_id": node}}}
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(fake_odrive(stop))
+    try:
+        async with ODriveDriver(params) as driver:
+            state = (await driver.read())["j"]
+            assert state.position == pytest.approx(position_turns * TURN, abs=1e-6)
+            assert state.velocity == pytest.approx(velocity_turns_s * TURN, abs=1e-6)
+            assert state.fault is None
+            heartbeat["Axis_Error"] = int(proto.AxisError.DRV_FAULT)
+
+            async def faulted() -> bool:
+                return (await driver.read())["j"].fault is not None
+
+            deadline = time.monotonic() + 5.0
+            while not await faulted():
+                assert time.monotonic() < deadline, "the axis error never showed"
+                await asyncio.sleep(0.01)
+            assert "DRV_FAULT" in str((await driver.read())["j"].fault)
+    finally:
+        stop.set()
+        await task
