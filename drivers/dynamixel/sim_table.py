@@ -1,12 +1,13 @@
-"""The control table of a simulated X-series Dynamixel (XM430 layout, addresses 0-255): the items
+"""The control table of a simulated X-series Dynamixel (XM430 layout, addresses 0-661): the items
 it knows with their power-on values, and the access rules of the real device.
 
-Writing a read-only or undefined item, or an EEPROM item while torque is on, answers Access Error;
-a partial multi-byte write answers Data Length Error; out-of-range values answer Data Range Error;
-a Goal Position outside the mode's limits answers Data Limit Error, and any Goal Position while
-the Bus Watchdog has expired (-1) answers Data Range Error; Torque Enable = 1 with a hardware error
-answers Result Fail. Indirect Address/Data 1-28 (168-251) and 29-56 (578-661) work.
-Factory Reset restores the e-manual's initial values (ID 1, 57 600 bps, Return Delay 250).
+Writing a read-only or undefined item, reading from an undefined address, or writing an EEPROM
+item while torque is on, answers Access Error; a partial multi-byte write answers Data Length
+Error; out-of-range values answer Data Range Error; a Goal Position outside the mode's limits
+answers Data Limit Error, and any Goal Position while the Bus Watchdog has expired (-1) answers
+Data Range Error; Torque Enable = 1 with a hardware error answers Result Fail. Indirect
+Address/Data 1-28 (168-251) and 29-56 (578-661) work. Factory Reset restores the e-manual's
+initial values (ID 1, 57 600 bps, Return Delay 250).
 
 The table is values only: the simulated device (`drivers.dynamixel.sim`) keeps the present
 position and velocity up to date and acts on what is written.
@@ -137,8 +138,10 @@ class ControlTable:
         return length > 0 and address + length <= TABLE_SIZE
 
     def read(self, address: int, length: int) -> tuple[int, bytes]:
-        """(error number, data) for reading `length` bytes; indirect data resolves its mapping."""
-        if not self.in_bounds(address, length):
+        """(error number, data) for reading `length` bytes; indirect data resolves its mapping.
+        A read that starts at an undefined address is an Access Error (the e-manual); one that
+        starts at an item may run on through reserved bytes (they read 0)."""
+        if not self.in_bounds(address, length) or address not in self._item_at:
             return StatusError.ACCESS, b""
         out = bytearray()
         for a in range(address, address + length):

@@ -320,6 +320,9 @@ def test_error_statuses(chain: SimulatedDynamixelChain, client: tuple[Any, Any])
     e = StatusError
     assert handler.write2ByteTxRx(port, 1, Addr.MODEL_NUMBER, 7)[1] == e.ACCESS  # read-only
     assert handler.write1ByteTxRx(port, 1, 300, 1)[1] == e.ACCESS  # undefined
+    assert handler.read1ByteTxRx(port, 1, 300)[1:] == (sdk.COMM_SUCCESS, e.ACCESS)
+    assert handler.read1ByteTxRx(port, 1, 66)[1:] == (sdk.COMM_SUCCESS, e.ACCESS)  # reserved
+    assert handler.readTxRx(port, 1, Addr.TORQUE_ENABLE, 7)[1:] == (sdk.COMM_SUCCESS, 0)
     assert handler.write2ByteTxRx(port, 1, Addr.GOAL_POSITION, 7)[1] == e.DATA_LENGTH
     assert handler.write1ByteTxRx(port, 1, Addr.TORQUE_ENABLE, 2)[1] == e.DATA_RANGE
     assert handler.write4ByteTxRx(port, 1, Addr.GOAL_POSITION, 5000)[1] == e.DATA_LIMIT
