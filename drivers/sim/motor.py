@@ -350,11 +350,13 @@ class SimulatedMotor:
                 self.watchdog_expired = True
             if self.watchdog_expired or self.faults.fault_code != 0:
                 self.enabled = False
-        if self.faults.stuck:
+        impedance = self._impedance if self.enabled else None
+        if self.faults.stuck:  # the drive still pushes (impedance) but nothing moves
             self.velocity = 0.0
+            self.torque = self._impedance_torque() if impedance is not None else 0.0
             return
         previous = self.velocity
-        if self.enabled and self._impedance is not None:
+        if impedance is not None:
             self.torque = self._impedance_torque()
             change = self.torque / p.inertia * p.step_s
             self.velocity = _clamp(
