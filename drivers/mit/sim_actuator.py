@@ -116,6 +116,7 @@ class SimulatedActuator:
     def error(self) -> int:
         """The latched error (a `DamiaoState` ≥ 8), LOST_COMMUNICATION after the CAN timeout,
         or 0."""
+        self.motor.advance()
         if self.motor.watchdog_expired:
             return proto.DamiaoState.LOST_COMMUNICATION
         return self.motor.faults.fault_code
