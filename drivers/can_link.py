@@ -67,14 +67,14 @@ def make_bus(
     *,
     bitrate: int | None = None,
     can_filters: Sequence[dict[str, Any]] | None = None,
-    hop_limit: int | None = None,
+    hop_limit: int = 0,
 ) -> can.BusABC:
     """``can.Bus`` with the options that are given (None: the interface's default, e.g. the bit
-    rate set by ``ip link`` for SocketCAN). `hop_limit` is udp_multicast's (the IP TTL; 0 keeps
-    the frames on this host) and ignored by other interfaces. Raises what `can.Bus` raises
-    (`BUS_OPEN_ERRORS`)."""
+    rate set by ``ip link`` for SocketCAN). `hop_limit` is udp_multicast's IP TTL, 0 by default
+    (python-can's is 1): armd uses udp_multicast between processes of one host, and frames must
+    not leave it. Other interfaces ignore it. Raises what `can.Bus` raises (`BUS_OPEN_ERRORS`)."""
     kwargs: dict[str, Any] = {}
-    if hop_limit is not None and interface == "udp_multicast":
+    if interface == "udp_multicast":
         kwargs["hop_limit"] = hop_limit
     if can_filters is not None:
         kwargs["can_filters"] = list(can_filters)

@@ -87,6 +87,15 @@ class MotorRecord:
 
     # -- receiving --------------------------------------------------------------------------
 
+    def owns(self, data: bytes) -> bool:
+        """Whether a frame from a master id this motor shares with others is its own: a register
+        answer naming it, or a Damiao reply with its id's low 4 bits in byte 0."""
+        if self.pending_register is not None:
+            answer = proto.parse_register_frame(data)
+            if answer is not None and answer.slave_id == self.slave_id:
+                return True
+        return len(data) > 0 and data[0] & 0xF == self.slave_id & 0xF
+
     def receive(self, data: bytes, received_at: float) -> str | None:
         """Store a frame from this actuator's master id; returns why it is corrupt, or None."""
         pending = self.pending_register

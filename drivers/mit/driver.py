@@ -56,7 +56,6 @@ with the interframe space (111 unstuffed + 24 stuff bits)."""
 _DEFAULT_BITRATE = 1_000_000
 _RX_POLL_S = 0.02
 _LOG_EVERY_S = 5.0
-_REFRESH = 0xCC  # Damiao: request a feedback frame, on 0x7FF
 _OPEN_REGISTERS = (
     proto.Register.CTRL_MODE,
     proto.Register.PMAX,
@@ -84,7 +83,9 @@ class MitDriver(Driver):
         self._p = params
         self._bus_factory = bus_factory or self._make_bus
         self._motors = {name: MotorRecord(name, dev) for name, dev in params.devices.items()}
-        self._by_master = {m.master_id: m for m in self._motors.values()}
+        self._by_master: dict[int, list[MotorRecord]] = {}
+        for motor in self._motors.values():
+            self._by_master.setdefault(motor.master_id, []).append(motor)
         self._link: CanLink | None = None
         self._lock = threading.Lock()
         self._awaiting: dict[str, int] = {}  # reply_seq at the last write, by device
@@ -183,9 +184,9 @@ class MitDriver(Driver):
         self._send_commands(commands)
 
     async def _clear_faults(self) -> None:
-        code = proto.CLEAR_ERROR if any(m.damiao for m in self._motors.values()) else None
+        # CubeMars has no clear-error frame: a disable frame gets its current state.
         frames = [
-            Frame(m.slave_id, code if m.damiao and code else proto.DISABLE)
+            Frame(m.slave_id, proto.CLEAR_ERROR if m.damiao else proto.DISABLE)
             for m in self._motors.values()
         ]
         silent = await self._exchange(frames, lambda m, seq: True)
@@ -194,7 +195,8 @@ class MitDriver(Driver):
         with self._lock:
             left = {m: m.fault for m in self._motors.values() if m.fault is not None}
         if left:
-            hint = "" if code else " (CubeMars has no clear-error frame: power-cycle it)"
+            cubemars = any(not m.damiao for m in left)
+            hint = " (CubeMars has no clear-error frame: power-cycle it)" if cubemars else ""
             raise DeviceFaultError(
                 f"{self.bus_label}: faults persist after clear error (cause still present?)"
                 f"{hint}: {_describe(left)}"
@@ -204,7 +206,7 @@ class MitDriver(Driver):
 
     def _make_bus(self) -> can.BusABC:
         p = self._p
-        filters = [{"can_id": m, "can_mask": 0x7FF, "extended": False} for m in self._by_master]
+        filters = [{"can_id": i, "can_mask": 0x7FF, "extended": False} for i in self._by_master]
         return make_bus(
             p.interface, p.channel, bitrate=p.bitrate, can_filters=filters, hop_limit=p.hop_limit
         )
@@ -231,7 +233,7 @@ class MitDriver(Driver):
         for motor in damiao:
             mode = int(motor.registers[proto.Register.CTRL_MODE])
             if mode != proto.ControlMode.MIT:
-                name = _mode_name(mode)
+                name = proto.describe_mode(mode)
                 problems.append(
                     f"{motor.label}: control mode {name} (register CTRL_MODE (10) = {mode}), not "
                     "MIT (1): it would ignore every MIT frame without a word; set register 10 to "
@@ -245,7 +247,7 @@ class MitDriver(Driver):
 
     def _feedback_requests(self) -> list[Frame]:
         return [
-            Frame(proto.REGISTER_ID, _refresh_request(m.slave_id))
+            Frame(proto.REGISTER_ID, proto.make_refresh_request(m.slave_id))
             if m.damiao
             else Frame(m.slave_id, proto.DISABLE)
             for m in self._motors.values()
@@ -257,13 +259,19 @@ class MitDriver(Driver):
         received_at = self.clock()
         if message.is_error_frame or message.is_remote_frame or message.is_extended_id:
             return
-        motor = self._by_master.get(message.arbitration_id)
-        if motor is None:
+        sharing = self._by_master.get(message.arbitration_id)
+        if sharing is None:
             return
+        data = bytes(message.data or b"")
         with self._lock:
-            problem = motor.receive(bytes(message.data or b""), received_at)
+            motor = sharing[0] if len(sharing) == 1 else _owner(sharing, data)
+            problem: str | None = (
+                motor.receive(data, received_at)
+                if motor is not None
+                else f"a reply from master id {message.arbitration_id} names no motor"
+            )
         if problem is not None:
-            self._count(motor.name, "corrupt_replies", problem)
+            self._count(motor.name if motor else None, "corrupt_replies", problem)
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -385,14 +393,5 @@ def _describe(faults: Mapping[MotorRecord, object]) -> str:
     return "; ".join(f"{m.label}: {getattr(f, 'message', f)}" for m, f in faults.items())
 
 
-def _refresh_request(slave_id: int) -> bytes:
-    """Damiao's request for a feedback frame (sent to 0x7FF; ``DM_CAN.py``'s
-    ``refresh_motor_status``)."""
-    return bytes([slave_id & 0xFF, slave_id >> 8, _REFRESH, 0, 0, 0, 0, 0])
-
-
-def _mode_name(mode: int) -> str:
-    try:
-        return proto.ControlMode(mode).name
-    except ValueError:
-        return f"unknown ({mode})"
+def _owner(sharing: list[MotorRecord], data: bytes) -> MotorRecord | None:
+    return next((m for m in sharing if m.owns(data)), None)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from drivers.base import DriverParams
 from drivers.mit import protocol as proto
-from drivers.mit.models import MODELS, MotorModel, lookup
+from drivers.mit.models import MODELS, MotorModel, Vendor, lookup
 
 __all__ = ["MitDeviceParams", "MitParams"]
 
@@ -112,14 +112,35 @@ class MitParams(DriverParams):
     check_ranges: bool = True
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> Self:
-        seen: dict[int, str] = {}
+    def _distinct_ids(self) -> Self:
+        """Ids are unique and no id is another device's master id. A master id may be shared by
+        Damiao motors (their replies then name the motor in byte 0's low 4 bits, which must
+        differ), as with Damiao's factory MST_ID 0."""
+        by_id = {device.id: name for name, device in self.devices.items()}
+        if len(by_id) != len(self.devices):
+            raise ValueError(f"two devices have the same id: {_ids(self.devices)}")
+        sharing: dict[int, list[tuple[str, MitDeviceParams]]] = {}
         for name, device in self.devices.items():
-            for kind, can_id in (("id", device.id), ("master_id", device.resolved_master_id)):
-                if can_id in seen:
-                    raise ValueError(
-                        f"devices {seen[can_id]!r} and {name!r}: CAN id {can_id} used twice "
-                        f"({kind})"
-                    )
-                seen[can_id] = name
+            master = device.resolved_master_id
+            if master in by_id:
+                raise ValueError(
+                    f"device {name!r}: master_id {master} is the id of device {by_id[master]!r}"
+                )
+            sharing.setdefault(master, []).append((name, device))
+        for master, group in sharing.items():
+            if len(group) < 2:
+                continue
+            names = [name for name, _ in group]
+            if any(d.motor_model.vendor is not Vendor.DAMIAO for _, d in group):
+                raise ValueError(f"devices {names}: master_id {master} shared, Damiao only")
+            nibbles = {d.id & 0xF for _, d in group}
+            if len(nibbles) != len(group):
+                raise ValueError(
+                    f"devices {names} share master_id {master}: their ids must differ in the low "
+                    "4 bits, which name the motor in a shared reply"
+                )
         return self
+
+
+def _ids(devices: dict[str, MitDeviceParams]) -> dict[str, int]:
+    return {name: device.id for name, device in devices.items()}

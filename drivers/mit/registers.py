@@ -15,17 +15,21 @@ from dataclasses import dataclass
 
 __all__ = [
     "MAX_STD_ID",
+    "REFRESH",
     "REGISTER_ID",
     "ControlMode",
     "Register",
     "RegisterFrame",
     "RegisterOp",
+    "describe_mode",
+    "make_refresh_request",
     "make_register_frame",
     "parse_register_frame",
 ]
 
 MAX_STD_ID = 0x7FF
 REGISTER_ID = 0x7FF  # Damiao: register requests go to this id
+REFRESH = 0xCC  # Damiao: on REGISTER_ID, asks the motor for a feedback frame
 
 
 class ControlMode(enum.IntEnum):
@@ -102,3 +106,18 @@ def parse_register_frame(data: bytes) -> RegisterFrame | None:
 
 
 _REGISTER_OPS = frozenset(int(op) for op in RegisterOp)
+
+
+def make_refresh_request(slave_id: int) -> bytes:
+    """Damiao's request for a feedback frame, ``[id_lo][id_hi][0xCC][0 × 5]`` to `REGISTER_ID`
+    (``DM_CAN.py``'s ``refresh_motor_status``; ``damiao-motor``'s ``request_motor_feedback``):
+    reads a motor's state without commanding it."""
+    return bytes([slave_id & 0xFF, slave_id >> 8, REFRESH, 0, 0, 0, 0, 0])
+
+
+def describe_mode(mode: int) -> str:
+    """The name of a CTRL_MODE value (``unknown (n)`` for another)."""
+    try:
+        return ControlMode(mode).name
+    except ValueError:
+        return f"unknown ({mode})"

@@ -33,7 +33,6 @@ __all__ = ["Corruption", "SimActuatorConfig", "SimActuatorFaults", "SimulatedAct
 
 Reply = tuple[int, bytes]
 _TIMEOUT_UNIT_S = 50e-6  # Damiao TIMEOUT register: 50 µs per unit
-_REFRESH = 0xCC  # Damiao: request a feedback frame, on 0x7FF
 _AMBIENT_C = 30
 _HOT_C = 120
 _DAMIAO_TO_CUBEMARS = {
@@ -185,7 +184,7 @@ class SimulatedActuator:
         )
 
     def _register(self, data: bytes) -> list[Reply]:
-        if len(data) == 8 and data[2] == _REFRESH and data[0] | data[1] << 8 == self.slave_id:
+        if len(data) == 8 and data[2] == proto.REFRESH and data[0] | data[1] << 8 == self.slave_id:
             return self._feedback()
         request = proto.parse_register_frame(data)
         if request is None or request.slave_id != self.slave_id:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from drivers import DeviceCommand
+from drivers.can_link import make_bus
 from drivers.errors import DriverTimeoutError
 from drivers.mit.driver import MitDriver, MitParams
 from drivers.mit.sim import SimulatedMitBus
@@ -99,7 +100,8 @@ def test_mit_argument_errors_exit_2_with_one_line(argv: list[str], message: str)
 
 
 def test_udp_multicast_frames_never_leave_the_host() -> None:
-    """The driver's bus and the simulation's are opened with IP TTL 0."""
+    """The driver's bus and the simulation's are opened with IP TTL 0, and so is any bus
+    `make_bus` opens on udp_multicast (the ODrive driver's and simulation's too)."""
     group, (id_a, _) = unique_bus()
     params = MitParams.model_validate(
         {
@@ -111,6 +113,7 @@ def test_udp_multicast_frames_never_leave_the_host() -> None:
     for bus in (
         MitDriver(params)._make_bus(),
         SimulatedMitBus.create("udp_multicast", group, []).bus,
+        make_bus("udp_multicast", group),
     ):
         try:
             sock = bus._multicast._socket  # python-can 4.x internals, read only

@@ -105,8 +105,25 @@ def test_registry_finds_the_mit_driver() -> None:
 @pytest.mark.parametrize(
     ("devices", "message"),
     [
-        ({"a": {"id": 1, "model": "DM4310"}, "b": {"id": 1, "model": "DM4310"}}, "used twice"),
-        ({"a": {"id": 1, "model": "DM4310"}, "b": {"id": 0x11, "model": "DM4310"}}, "used twice"),
+        ({"a": {"id": 1, "model": "DM4310"}, "b": {"id": 1, "model": "DM4310"}}, "same id"),
+        (
+            {"a": {"id": 1, "model": "DM4310"}, "b": {"id": 0x11, "model": "DM4310"}},
+            "device 'a': master_id 17 is the id of device 'b'",
+        ),
+        (
+            {
+                "a": {"id": 1, "model": "AK80-9", "master_id": 0},
+                "b": {"id": 2, "model": "AK80-9", "master_id": 0},
+            },
+            "master_id 0 shared, Damiao only",
+        ),
+        (
+            {
+                "a": {"id": 1, "model": "DM4310", "master_id": 0},
+                "b": {"id": 0x21, "model": "DM4310", "master_id": 0},
+            },
+            "must differ in the low 4 bits",
+        ),
         ({"a": {"id": 1, "model": "DM9999"}}, "unknown model 'DM9999'"),
         ({"a": {"id": 1, "model": "DM4310", "kp": 501}}, "kp"),
         ({"a": {"id": 1, "model": "DM4310", "kd": 6}}, "kd"),
@@ -125,6 +142,21 @@ def test_the_reply_deadline_is_the_wire_time_plus_the_margin(channel: str) -> No
     # 6 commands + 6 replies of 135 bits at 1 Mbit/s
     assert driver.wire_time_s == pytest.approx(12 * FRAME_BITS / 1e6, abs=1e-12)
     assert driver.reply_deadline_s == pytest.approx(0.00162 + 0.002, abs=1e-12)
+
+
+async def test_motors_may_share_a_master_id_as_damiao_ships_them(channel: str) -> None:
+    configs = (actuator(1, master_id=0), actuator(2, master_id=0))
+    devices = {
+        "shoulder": {"id": 1, "master_id": 0, "model": "DM4310"},
+        "elbow": {"id": 2, "master_id": 0, "model": "DM4310"},
+    }
+    async with simulated(channel, *configs), MitDriver(params(channel, devices=devices)) as d:
+        states = await d.read()
+        assert states["shoulder"].position == pytest.approx(START[1], abs=P_STEP)
+        assert states["elbow"].position == pytest.approx(START[2], abs=P_STEP)
+        await d.enable()
+        await track(d, {"shoulder": 0.1, "elbow": -0.3}, "the move")
+        assert d.stats.corrupt_replies == 0
 
 
 async def test_open_reads_positions_in_si_units(channel: str) -> None:
