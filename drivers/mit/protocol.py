@@ -7,9 +7,11 @@ Damiao's DM-J4310-2EC manual and its official Python example ``DM_CAN.py`` (the 
 the temperatures, the special frames, the register protocol on id 0x7FF); CubeMars's "AK Series
 Module Driver User Manual" (chapter "MIT mode communication protocol").
 
-Quantisation (all sources agree): ``u = (x - min) · (2ⁿ - 1) / (max - min)`` truncated toward
-zero after clamping ``x`` to ``[min, max]`` (the firmware casts a float to int); the inverse is
-``x = u · (max - min) / (2ⁿ - 1) + min``. So an encoded value is at most one step *below* ``x``
+Quantisation: ``u = (x - min) · (2ⁿ - 1) / (max - min)`` truncated toward zero after clamping
+``x`` to ``[min, max]`` (the firmware casts a float to int); the inverse is ``x = u · (max - min)
+/ (2ⁿ - 1) + min``. The firmware, Damiao's ``DM_CAN.py`` and the PyPI ``damiao-motor`` agree;
+the third-party ``TMotorCANControl`` encodes with 2ⁿ / span (and decodes with 2ⁿ - 1), which the
+firmware contradicts, so it is not followed. So an encoded value is at most one step *below* ``x``
 (step = span / (2ⁿ - 1)) and 0 itself is sent as -step/2 on a symmetric range. The firmware
 computes in float32, this module in float64: the two can differ by one step only when ``x`` sits
 within float32 rounding (~1e-7 relative) of a step boundary.
@@ -22,6 +24,7 @@ Reply frame (8 bytes, motor → master)::
 
     Damiao:   [err<<4|id3-0][p15-8][p7-0][v11-4][v3-0|t11-8][t7-0][T_mos °C][T_rotor °C]
     CubeMars: [id][p15-8][p7-0][v11-4][v3-0|t11-8][t7-0][temperature °C][error code]
+              (6 bytes, without the last two, from the mini-cheetah firmware and older CubeMars)
 
 Special frames, to the motor's id: ``FF×7 FC`` enable (enter motor mode), ``FD`` disable,
 ``FE`` set the current position as zero, ``FB`` clear error (Damiao only).
@@ -274,9 +277,12 @@ def _pack_reply(head: int, reply: MitReply, ranges: Ranges, tail: tuple[int, int
     return bytes([head, p >> 8, p & 0xFF, v >> 4, (v & 0xF) << 4 | t >> 8, t & 0xFF, t6, t7])
 
 
-def _unpack_reply(data: bytes, ranges: Ranges, what: str) -> tuple[float, float, float]:
-    if len(data) != 8:
-        raise MalformedFrameError(f"{what} reply: {len(data)} data bytes, expected 8")
+def _unpack_reply(
+    data: bytes, ranges: Ranges, what: str, lengths: tuple[int, ...] = (8,)
+) -> tuple[float, float, float]:
+    if len(data) not in lengths:
+        expected = " or ".join(map(str, lengths))
+        raise MalformedFrameError(f"{what} reply: {len(data)} data bytes, expected {expected}")
     r = ranges
     p = data[1] << 8 | data[2]
     v = data[3] << 4 | data[4] >> 4
@@ -318,16 +324,19 @@ def encode_cubemars_reply(reply: MitReply, ranges: Ranges) -> bytes:
 
 
 def decode_cubemars_reply(data: bytes, ranges: Ranges) -> MitReply:
-    """A CubeMars MIT reply. Raises MalformedFrameError for a wrong length."""
-    position, velocity, torque = _unpack_reply(data, ranges, "CubeMars")
+    """A CubeMars MIT reply: 8 bytes, or the 6 of the original mini-cheetah firmware and older
+    CubeMars firmware (no temperature, no error code: reported as 0). Raises MalformedFrameError
+    for another length."""
+    position, velocity, torque = _unpack_reply(data, ranges, "CubeMars", (8, 6))
+    temperature, error = (data[6], data[7]) if len(data) == 8 else (0, 0)
     return MitReply(
         motor_id=data[0],
         position=position,
         velocity=velocity,
         torque=torque,
-        state=data[7],
-        mos_temperature_c=data[6],
-        rotor_temperature_c=data[6],
+        state=error,
+        mos_temperature_c=temperature,
+        rotor_temperature_c=temperature,
     )
 
 

@@ -90,6 +90,15 @@ def test_a_cubemars_reply_has_an_id_byte_and_an_error_code() -> None:
     assert proto.encode_cubemars_reply(reply, ranges).hex(" ") == "68 80 00 80 07 ff 23 02"
 
 
+def test_a_six_byte_reply_is_the_mini_cheetah_firmwares() -> None:
+    ranges = lookup("AK80-64").ranges
+    short = proto.decode_cubemars_reply(bytes.fromhex("68 80 00 80 07 ff"), ranges)
+    full = proto.decode_cubemars_reply(bytes.fromhex("68 80 00 80 07 ff 00 00"), ranges)
+    assert short == full
+    with pytest.raises(proto.MalformedFrameError, match="7 data bytes, expected 8 or 6"):
+        proto.decode_cubemars_reply(bytes(7), ranges)
+
+
 @pytest.mark.parametrize("length", [0, 6, 7, 9])
 def test_a_reply_of_the_wrong_length_is_malformed(length: int) -> None:
     with pytest.raises(proto.MalformedFrameError, match="expected 8"):
