@@ -9,6 +9,7 @@ Signs: ``direction`` multiplies positions, velocities and torques between the ac
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from drivers.base import DeviceFault, DeviceState
@@ -16,7 +17,7 @@ from drivers.mit import protocol as proto
 from drivers.mit.models import Vendor
 from drivers.mit.params import MitDeviceParams
 
-__all__ = ["MotorRecord", "limit_torque"]
+__all__ = ["MotorRecord", "describe_faults", "limit_torque", "owner_of"]
 
 _TEMPERATURE_STATES = (
     proto.DamiaoState.MOS_OVER_TEMPERATURE,
@@ -183,6 +184,22 @@ class MotorRecord:
             position, velocity = reply.position + e_p, reply.velocity + e_v
         return proto.MitCommand(position, velocity, p.kp, p.kd, 0.0)
 
+    def open_problems(self, check_ranges: bool) -> list[str]:
+        """Damiao, after its registers were read at open: why armd must not drive it (a control
+        mode other than MIT, ranges other than the configured ones)."""
+        problems = []
+        mode = int(self.registers[proto.Register.CTRL_MODE])
+        if mode != proto.ControlMode.MIT:
+            problems.append(
+                f"{self.label}: control mode {proto.describe_mode(mode)} (register CTRL_MODE (10)"
+                f" = {mode}), not MIT (1): it would ignore every MIT frame without a word; set "
+                "register 10 to 1 with Damiao's debugging tool (and save)"
+            )
+        mismatch = self.range_mismatch() if check_ranges else None
+        if mismatch:
+            problems.append(f"{self.label}: model {self.params.model}: {mismatch}")
+        return problems
+
     def range_mismatch(self) -> str | None:
         """Damiao: how the PMAX/VMAX/TMAX registers read at open differ from the configured
         ranges (float32 registers: compared within 1e-4 relative), or None."""
@@ -198,3 +215,13 @@ class MotorRecord:
             and not math.isclose(self.registers[rid], value, rel_tol=1e-4, abs_tol=1e-6)
         ]
         return "; ".join(wrong) if wrong else None
+
+
+def describe_faults(faults: Mapping[MotorRecord, DeviceFault | None]) -> str:
+    """``device 'x' (id n, master id m): <fault>; ...``."""
+    return "; ".join(f"{m.label}: {f.message if f else 'fault'}" for m, f in faults.items())
+
+
+def owner_of(sharing: list[MotorRecord], data: bytes) -> MotorRecord | None:
+    """The motor a frame from a shared master id belongs to (`MotorRecord.owns`), if any."""
+    return next((m for m in sharing if m.owns(data)), None)

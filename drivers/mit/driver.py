@@ -13,10 +13,10 @@ rate plus ``reply_margin_s``), and an actuator that missed it keeps its previous
 
 `open()` checks that every actuator answers and, on Damiao, that its CTRL_MODE register is MIT
 (a motor in another mode ignores MIT frames without a word) and that its PMAX/VMAX/TMAX
-registers equal the configured ranges. `enable()` sends the enable frame (FF×7 FC) and then a
-command holding the measured position; `disable()` sends FF×7 FD; `clear_faults()` sends
-Damiao's clear-error frame FF×7 FB. Setting Damiao's TIMEOUT register (CAN timeout) is strongly
-recommended: the motor then drops torque when the control loop stops writing.
+registers equal the configured ranges; with ``can_timeout_s`` it sets the CAN timeout (strongly
+recommended: the motor then drops torque when the control loop stops writing). `enable()` sends
+FF×7 FC and then a command holding the measured position; `disable()` FF×7 FD;
+`clear_faults()` Damiao's clear-error frame FF×7 FB.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from drivers.errors import (
     UnsupportedCommandError,
 )
 from drivers.mit import protocol as proto
-from drivers.mit.device import MotorRecord
+from drivers.mit.device import MotorRecord, describe_faults, owner_of
 from drivers.mit.params import MitDeviceParams, MitParams
 from drivers.odrive.protocol import Frame
 
@@ -56,11 +56,13 @@ with the interframe space (111 unstuffed + 24 stuff bits)."""
 _DEFAULT_BITRATE = 1_000_000
 _RX_POLL_S = 0.02
 _LOG_EVERY_S = 5.0
+Register = proto.Register
 _OPEN_REGISTERS = (
-    proto.Register.CTRL_MODE,
-    proto.Register.PMAX,
-    proto.Register.VMAX,
-    proto.Register.TMAX,
+    Register.CTRL_MODE,
+    Register.PMAX,
+    Register.VMAX,
+    Register.TMAX,
+    Register.TIMEOUT,
 )
 
 
@@ -124,7 +126,7 @@ class MitDriver(Driver):
         self._link.start()
         try:
             await self._check_registers()
-            silent = await self._exchange(self._feedback_requests(), lambda m, seq: True)
+            silent = await self._exchange(self._feedback_requests())
             if silent:
                 raise DriverTimeoutError(self._silent_message(silent, "feedback"))
         except BaseException:
@@ -136,7 +138,7 @@ class MitDriver(Driver):
             faults = {m: m.fault for m in self._motors.values() if m.fault is not None}
             unread = [m.label for m in self._motors.values() if m.reply is None]
         if faults:
-            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {_describe(faults)}")
+            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {describe_faults(faults)}")
         if unread:
             raise DriverTimeoutError(
                 f"{self.bus_label}: cannot enable without a reading from " + ", ".join(unread)
@@ -149,7 +151,10 @@ class MitDriver(Driver):
                 hold = {m.name: m.state(True) for m in self._motors.values()}
             self._send_commands({n: DeviceCommand(s.position) for n, s in hold.items()})
         except DriverError:
-            self._send_best_effort(Frame(m.slave_id, proto.DISABLE) for m in self._motors.values())
+            try:
+                self._send(Frame(m.slave_id, proto.DISABLE) for m in self._motors.values())
+            except DriverError as exc:
+                log.error("%s: could not send disable: %s", self.bus_label, exc)
             raise
 
     async def _disable(self) -> None:
@@ -168,7 +173,7 @@ class MitDriver(Driver):
         self._open_link()
         awaiting, self._awaiting = self._awaiting, {}
         if self._lifecycle is not Lifecycle.ENABLED:
-            await self._exchange(self._feedback_requests(), lambda m, seq: True, count=True)
+            await self._exchange(self._feedback_requests(), count=True)
         elif awaiting:
             remaining = self._write_deadline - asyncio.get_running_loop().time()
             await self._wait_for(
@@ -189,7 +194,7 @@ class MitDriver(Driver):
             Frame(m.slave_id, proto.CLEAR_ERROR if m.damiao else proto.DISABLE)
             for m in self._motors.values()
         ]
-        silent = await self._exchange(frames, lambda m, seq: True)
+        silent = await self._exchange(frames)
         if silent:
             raise DriverTimeoutError(self._silent_message(silent, "reply after clear error"))
         with self._lock:
@@ -199,7 +204,7 @@ class MitDriver(Driver):
             hint = " (CubeMars has no clear-error frame: power-cycle it)" if cubemars else ""
             raise DeviceFaultError(
                 f"{self.bus_label}: faults persist after clear error (cause still present?)"
-                f"{hint}: {_describe(left)}"
+                f"{hint}: {describe_faults(left)}"
             )
 
     # -- opening --------------------------------------------------------------------------------
@@ -212,38 +217,47 @@ class MitDriver(Driver):
         )
 
     async def _check_registers(self) -> None:
-        """Damiao: read CTRL_MODE and the ranges of every motor; refuse a wrong mode or range."""
+        """Damiao: read CTRL_MODE, the ranges and TIMEOUT of every motor; refuse a wrong mode or
+        range; write TIMEOUT when `can_timeout_s` is set."""
         damiao = [m for m in self._motors.values() if m.damiao]
         for rid in _OPEN_REGISTERS:
-            with self._lock:
-                for motor in damiao:
-                    motor.pending_register = rid
-            read = proto.RegisterOp.READ
-            self._send(
-                Frame(proto.REGISTER_ID, proto.make_register_frame(m.slave_id, read, rid))
-                for m in damiao
-            )
-            await self._wait_for(
-                lambda: all(m.pending_register is None for m in damiao), self._p.open_timeout_s
-            )
-            silent = [m for m in damiao if m.pending_register is not None]
-            if silent:
-                raise DriverTimeoutError(self._silent_message(silent, f"answer to {rid.name}"))
-        problems = []
-        for motor in damiao:
-            mode = int(motor.registers[proto.Register.CTRL_MODE])
-            if mode != proto.ControlMode.MIT:
-                name = proto.describe_mode(mode)
-                problems.append(
-                    f"{motor.label}: control mode {name} (register CTRL_MODE (10) = {mode}), not "
-                    "MIT (1): it would ignore every MIT frame without a word; set register 10 to "
-                    "1 with Damiao's debugging tool (and save)"
-                )
-            mismatch = motor.range_mismatch() if self._p.check_ranges else None
-            if mismatch:
-                problems.append(f"{motor.label}: model {motor.params.model}: {mismatch}")
+            await self._register_exchange(damiao, proto.RegisterOp.READ, rid)
+        problems = [p for m in damiao for p in m.open_problems(self._p.check_ranges)]
         if problems:
             raise DriverOpenError(f"{self.bus_label}: " + "; ".join(problems))
+        timeout_s = self._p.can_timeout_s
+        if timeout_s is not None:
+            units = round(timeout_s / proto.TIMEOUT_UNIT_S)
+            await self._register_exchange(damiao, proto.RegisterOp.WRITE, Register.TIMEOUT, units)
+            wrong = [m.label for m in damiao if m.registers[Register.TIMEOUT] != units]
+            if wrong:
+                raise DriverOpenError(f"{self.bus_label}: TIMEOUT not set on " + ", ".join(wrong))
+        elif unguarded := [m.label for m in damiao if m.registers[Register.TIMEOUT] == 0]:
+            log.warning(
+                "%s: no CAN timeout (register TIMEOUT = 0) on %s: such a motor keeps its last "
+                "command when armd stops; set can_timeout_s",
+                self.bus_label,
+                ", ".join(unguarded),
+            )
+
+    async def _register_exchange(
+        self, motors: list[MotorRecord], op: proto.RegisterOp, rid: Register, value: float = 0
+    ) -> None:
+        """Send a register request to each motor and wait for every answer (stored in the
+        motor's `registers`). Raises DriverTimeoutError naming the silent ones."""
+        with self._lock:
+            for motor in motors:
+                motor.pending_register = rid
+        self._send(
+            Frame(proto.REGISTER_ID, proto.make_register_frame(m.slave_id, op, rid, value))
+            for m in motors
+        )
+        await self._wait_for(
+            lambda: all(m.pending_register is None for m in motors), self._p.open_timeout_s
+        )
+        silent = [m for m in motors if m.pending_register is not None]
+        if silent:
+            raise DriverTimeoutError(self._silent_message(silent, f"answer to {rid.name}"))
 
     def _feedback_requests(self) -> list[Frame]:
         return [
@@ -264,7 +278,7 @@ class MitDriver(Driver):
             return
         data = bytes(message.data or b"")
         with self._lock:
-            motor = sharing[0] if len(sharing) == 1 else _owner(sharing, data)
+            motor = sharing[0] if len(sharing) == 1 else owner_of(sharing, data)
             problem: str | None = (
                 motor.receive(data, received_at)
                 if motor is not None
@@ -293,20 +307,20 @@ class MitDriver(Driver):
     async def _exchange(
         self,
         frames: list[Frame],
-        accept: Callable[[MotorRecord, int], bool],
+        accept: Callable[[MotorRecord], bool] = lambda motor: True,
         *,
         count: bool = False,
     ) -> list[MotorRecord]:
-        """Send `frames` (one per motor) and wait for a newer reply from every motor that
-        `accept(motor, before_seq)` holds for; returns the motors left without one. While open,
-        the deadline is open_timeout_s; in `read()` (`count`), the reply deadline."""
+        """Send `frames` (one per motor) and wait for a newer reply, for which `accept(motor)`
+        holds, from every motor; returns the motors left without one. The deadline is
+        open_timeout_s, or in `read()` (`count`: missing replies are counted) the reply one."""
         with self._lock:
             before = {m.name: m.reply_seq for m in self._motors.values()}
         self._send(frames)
         timeout_s = self.reply_deadline_s if count else self._p.open_timeout_s
 
         def answered(m: MotorRecord) -> bool:
-            return m.reply_seq > before[m.name] and accept(m, before[m.name])
+            return m.reply_seq > before[m.name] and accept(m)
 
         await self._wait_for(lambda: all(map(answered, self._motors.values())), timeout_s)
         with self._lock:
@@ -319,7 +333,7 @@ class MitDriver(Driver):
         """Send `frames` and wait until every motor reports the wanted state (CubeMars: any
         reply). Raises DeviceFaultError, DriverTimeoutError."""
 
-        def settled(motor: MotorRecord, seq: int) -> bool:
+        def settled(motor: MotorRecord) -> bool:
             if not motor.damiao or motor.reports_enabled(enabled) == enabled:
                 return True
             return enabled and motor.fault is not None
@@ -328,7 +342,7 @@ class MitDriver(Driver):
         with self._lock:
             faults = {m: m.fault for m in self._motors.values() if enabled and m.fault}
         if faults:
-            raise DeviceFaultError(f"{self.bus_label}: cannot {action}: {_describe(faults)}")
+            raise DeviceFaultError(f"{self.bus_label}: cannot {action}: {describe_faults(faults)}")
         if silent:
             state = "enabled" if enabled else "disabled"
             raise DriverTimeoutError(
@@ -365,12 +379,6 @@ class MitDriver(Driver):
             self._count(None, "io_errors", str(exc))
             raise
 
-    def _send_best_effort(self, frames: Iterable[Frame]) -> None:
-        try:
-            self._send(frames)
-        except DriverError as exc:
-            log.error("%s: could not send disable: %s", self.bus_label, exc)
-
     def _open_link(self) -> CanLink:
         """The link, when it is open and receiving. Raises DriverIOError."""
         link = self._link
@@ -387,11 +395,3 @@ class MitDriver(Driver):
         if now - self._last_logged.get(key, -math.inf) >= _LOG_EVERY_S:
             self._last_logged[key] = now
             log.warning("%s (%s, logged every %.0f s at most)", message, kind, _LOG_EVERY_S)
-
-
-def _describe(faults: Mapping[MotorRecord, object]) -> str:
-    return "; ".join(f"{m.label}: {getattr(f, 'message', f)}" for m, f in faults.items())
-
-
-def _owner(sharing: list[MotorRecord], data: bytes) -> MotorRecord | None:
-    return next((m for m in sharing if m.owns(data)), None)

@@ -100,6 +100,10 @@ class MitParams(DriverParams):
         enable / disable / clear_faults wait this long for the confirming replies.
     check_ranges: on Damiao, open() refuses a motor whose PMAX/VMAX/TMAX registers differ from
         the configured ranges (positions would be scaled wrongly).
+    can_timeout_s: on Damiao, open() writes this CAN timeout (register TIMEOUT, 50 µs units, not
+        saved to flash): a motor that receives no command for this long drops torque and
+        reports lost communication. None leaves the motor's own setting (open() warns when it is
+        0, off). Keep it above the control period.
     """
 
     interface: str = "socketcan"
@@ -110,6 +114,7 @@ class MitParams(DriverParams):
     reply_margin_s: float = Field(default=0.002, gt=0.0, allow_inf_nan=False)
     open_timeout_s: float = Field(default=0.5, gt=0.0, allow_inf_nan=False)
     check_ranges: bool = True
+    can_timeout_s: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _distinct_ids(self) -> Self:

@@ -17,6 +17,7 @@ __all__ = [
     "MAX_STD_ID",
     "REFRESH",
     "REGISTER_ID",
+    "TIMEOUT_UNIT_S",
     "ControlMode",
     "Register",
     "RegisterFrame",
@@ -30,6 +31,7 @@ __all__ = [
 MAX_STD_ID = 0x7FF
 REGISTER_ID = 0x7FF  # Damiao: register requests go to this id
 REFRESH = 0xCC  # Damiao: on REGISTER_ID, asks the motor for a feedback frame
+TIMEOUT_UNIT_S = 50e-6  # the TIMEOUT register counts 50 µs units
 
 
 class ControlMode(enum.IntEnum):

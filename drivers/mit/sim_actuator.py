@@ -32,7 +32,6 @@ from drivers.sim.motor import MotorParams, SimulatedMotor
 __all__ = ["Corruption", "SimActuatorConfig", "SimActuatorFaults", "SimulatedActuator"]
 
 Reply = tuple[int, bytes]
-_TIMEOUT_UNIT_S = 50e-6  # Damiao TIMEOUT register: 50 µs per unit
 _AMBIENT_C = 30
 _HOT_C = 120
 _DAMIAO_TO_CUBEMARS = {
@@ -95,7 +94,7 @@ class SimulatedActuator:
         self.registers: dict[int, float] = {
             proto.Register.MST_ID: config.master_id,
             proto.Register.ESC_ID: config.slave_id,
-            proto.Register.TIMEOUT: round(config.timeout_s / _TIMEOUT_UNIT_S),
+            proto.Register.TIMEOUT: round(config.timeout_s / proto.TIMEOUT_UNIT_S),
             proto.Register.CTRL_MODE: int(config.control_mode),
             proto.Register.PMAX: r.p_max,
             proto.Register.VMAX: r.v_max,
@@ -205,7 +204,7 @@ class SimulatedActuator:
 
     def _apply_timeout(self) -> None:
         self.motor.advance()
-        timeout_s = self.registers[proto.Register.TIMEOUT] * _TIMEOUT_UNIT_S
+        timeout_s = self.registers[proto.Register.TIMEOUT] * proto.TIMEOUT_UNIT_S
         self.motor.params = dataclasses.replace(self.motor.params, watchdog_s=timeout_s)
 
     # -- frames out -----------------------------------------------------------------------------

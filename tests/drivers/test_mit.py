@@ -255,6 +255,20 @@ async def test_ranges_that_differ_from_the_motors_registers_are_refused(channel:
             assert "shoulder" in await driver.read()
 
 
+async def test_open_sets_the_can_timeout_or_warns_without_one(
+    channel: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with simulated(channel) as sim:
+        async with MitDriver(params(channel)):
+            pass
+        assert "no CAN timeout (register TIMEOUT = 0) on device 'shoulder'" in caplog.text
+        caplog.clear()
+        async with MitDriver(params(channel, can_timeout_s=0.05)):
+            assert sim.actuator(1).registers[proto.Register.TIMEOUT] == 1000  # 50 µs units
+            assert sim.actuator(2).motor.params.watchdog_s == pytest.approx(0.05, abs=1e-12)
+        assert "no CAN timeout" not in caplog.text
+
+
 async def test_a_silent_motor_fails_open_naming_it(channel: str) -> None:
     async with simulated(channel) as sim:
         sim.actuator(2).faults.silent = True
