@@ -382,7 +382,7 @@ CASES = [
         _set("drivers", "sim", "type", value="canopen"),
         (
             "drivers.sim.type: unknown driver 'canopen'; expected one of "
-            "['dynamixel', 'odrive', 'sim']"
+            "['dynamixel', 'feetech', 'mit', 'odrive', 'sim']"
         ),
         id="unknown-driver-type",
     ),
