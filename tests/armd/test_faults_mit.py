@@ -50,7 +50,13 @@ TIMEOUT_S = 0.5  # the actuators' CAN timeout (TIMEOUT register)
 class MitBench:
     rig: HwRig
     sim: SimulatedMitBus
+    bus: PluggableCan
     transmission: ArmTransmission
+
+    def silence(self, silent: bool) -> None:
+        with self.sim.lock:
+            for actuator in self.sim.actuators.values():
+                actuator.faults.silent = silent
 
     def true_q(self) -> Array:
         """The joints' true positions, from the simulated shafts."""
@@ -95,12 +101,11 @@ async def mit_bench(*, timeout_s: float = TIMEOUT_S) -> AsyncIterator[MitBench]:
             "open_timeout_s": 0.5,
         }
     )
+    bus = PluggableCan(channel)
     async with SimulatedMitBus.create("virtual", channel, configs) as sim:
-        rig = await start_rig(
-            {"mit": MitDriver(params, bus_factory=PluggableCan(channel))}, transmission
-        )
+        rig = await start_rig({"mit": MitDriver(params, bus_factory=bus)}, transmission)
         try:
-            yield MitBench(rig, sim, transmission)
+            yield MitBench(rig, sim, bus, transmission)
         finally:
             await stop_rig(rig)
 
@@ -178,4 +183,37 @@ async def test_a_silent_actuator_holds_then_faults_and_stays_latched_until_reset
 
         await assert_reset_clears_the_actuators(bench)
         np.testing.assert_allclose(bench.true_q(), rig.loop.measured.position, atol=0.02)  # type: ignore[union-attr]
+        rig.assert_within_limits()
+
+
+async def test_a_lost_bus_faults_reconnects_only_when_back_and_needs_a_reset() -> None:
+    async with mit_bench() as bench:
+        rig, loop, hardware = bench.rig, bench.rig.loop, bench.rig.hardware
+        await start_moving(bench)
+
+        bench.silence(True)  # the motors are gone from the bus...
+        bench.bus.unplug()  # ...and the USB-CAN adapter with it: the driver's bus shuts down
+        await rig.run_until(lambda: loop.mode == Mode.FAULT, "the fault")
+        fault = rig.faults[-1]
+        assert fault is not None
+        assert fault.code in ("driver_lost", "stale_feedback"), fault
+        await rig.run_until(lambda: "mit" in hardware.failed, "the driver to count as lost")
+        await rig.settle()
+
+        assert await hardware.reconnect() == []  # the interface is missing
+        bench.bus.plug()
+        assert await hardware.reconnect() == []  # the interface is back, the motors are not
+        assert "no answer to CTRL_MODE" in hardware.failed["mit"]
+        await assert_goals_refused_while_latched(rig)
+
+        bench.silence(False)
+        assert await hardware.reconnect() == ["mit"]  # open() read the registers again
+        await rig.run_for(0.2)
+        assert_latched(rig, fault)  # back, but a reset is needed
+        # Unfed while the bus was away, their CAN timeout dropped torque; the reset clears it.
+        assert all(
+            a.error == proto.DamiaoState.LOST_COMMUNICATION for a in bench.sim.actuators.values()
+        )
+
+        await assert_reset_clears_the_actuators(bench)
         rig.assert_within_limits()
