@@ -14,6 +14,7 @@ actuator that is being served, or accept a frame's worth of race).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import threading
@@ -137,15 +138,21 @@ class SimulatedMitBus:
 
 
 def _configs(
-    model: MotorModel, ids: Sequence[int], master_ids: Sequence[int] | None
+    model: MotorModel,
+    ids: Sequence[int],
+    master_ids: Sequence[int] | None,
+    motor: MotorParams | None,
 ) -> list[SimActuatorConfig]:
     masters = list(master_ids) if master_ids else [default_master_id(i) for i in ids]
     if len(masters) != len(ids):
         raise ValueError(f"{len(ids)} ids but {len(masters)} master ids")
-    return [
+    configs = [
         SimActuatorConfig(slave_id=i, master_id=m, model=model, seed=i)
         for i, m in zip(ids, masters, strict=True)
     ]
+    if motor is None:
+        return configs
+    return [dataclasses.replace(c, motor=motor) for c in configs]
 
 
 async def serve(
@@ -162,11 +169,7 @@ async def serve(
 ) -> None:
     """Serve simulated actuators `ids` of `model` on a python-can bus (udp_multicast with hop
     limit 0) until `stop` is set (forever when None). Raises DriverOpenError."""
-    configs = _configs(model, ids, master_ids)
-    if motor is not None:
-        configs = [
-            SimActuatorConfig(c.slave_id, c.master_id, model, motor, seed=c.seed) for c in configs
-        ]
+    configs = _configs(model, ids, master_ids, motor)
     async with SimulatedMitBus.create(interface, channel, configs, bitrate=bitrate, clock=clock):
         log.info(
             "simulated %s actuators %s (master ids %s) on %s channel %r",
