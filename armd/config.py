@@ -13,14 +13,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 from pydantic import SecretStr, ValidationError
 
@@ -35,9 +34,9 @@ from armd.config_schema import (
     SafetyConfig,
     describe_errors,
 )
-from armd.errors import ConfigError
 from armd.transmission import ArmTransmission, Transmission
 from armd.wiring import DriverSetup
+from armd.yaml_doc import read_yaml
 from drivers import Clock, Driver, load_driver_class
 from kinematics import JointLimits, KinematicTree
 from kinematics.compiled import load_kernels
@@ -152,7 +151,7 @@ def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
     them; commands that only read the config (``check``, ``goal``) pass False and start fast.
     """
     path = Path(path)
-    data, lines = _read_yaml(path)
+    data, lines = read_yaml(path)
     problems = Problems(path, lines)
     config: ArmConfig | None = None
     try:
@@ -300,67 +299,3 @@ def _read_password(path: Path, problems: Problems) -> SecretStr | None:
     if path.stat().st_mode & 0o004:  # the path is safe to log, the content never
         _log.warning("%s: the MQTT password file is readable by every user; chmod o-r it", path)
     return SecretStr(password)
-
-
-# -- reading YAML ----------------------------------------------------------------------------------
-
-
-class _Loader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys (PyYAML would silently keep the last one)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: dict[object, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first at line {seen[key]})",
-                    key_node.start_mark,
-                )
-            if isinstance(key, Hashable):
-                seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-def _read_yaml(path: Path) -> tuple[dict[str, object], dict[Loc, int]]:
-    """The document at `path` and the line of each of its keys, by path. Raises `ConfigError`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        data = None if node is None else loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        context = f" ({exc.context}" if exc.context else ""
-        if context and exc.context_mark is not None and exc.context_mark is not mark:
-            context += f" at line {exc.context_mark.line + 1}"
-        context += ")" if context else ""
-        raise ConfigError(f"{where}: invalid YAML: {exc.problem}{context}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
-    finally:
-        loader.dispose()
-    if node is None or not isinstance(data, dict):
-        got = "an empty file" if data is None else f"a {type(data).__name__}"
-        raise ConfigError(f"{path}: the top level must be a mapping of options, got {got}")
-    lines: dict[Loc, int] = {}
-    _key_lines(node, (), lines)
-    return data, lines
-
-
-def _key_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                lines[(*loc, str(key.value))] = key.start_mark.line + 1
-                _key_lines(value, (*loc, str(key.value)), lines)
