@@ -5,7 +5,8 @@ resolves it into everything the daemon constructs itself from (`ArmSetup`).
 Every problem is collected and reported at once in one `ConfigError`, one line per problem, in
 file order: ``<file>:<line>: <path>: <message>``, e.g.
 ``arm.yaml:14: joints.elbow.gear_ratio: -3 must be > 0``.
-Relative paths in the file (model, password and TLS files, lock file) start at its folder.
+Relative paths in the file (model, calibration, password and TLS files, lock file) start at its
+folder. A calibration file, if named, is applied: see `armd.calibration`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from numpy.typing import NDArray
 from pydantic import SecretStr, ValidationError
 
 from armd.broker import MqttSettings
+from armd.calibration import Calibrated, apply_calibration, position_units
 from armd.config_checks import Problems, cross_check, params_models, resolve_path
 from armd.config_schema import (
     DEFAULT_JERK_PER_ACCELERATION,
@@ -69,6 +71,8 @@ class ArmSetup:
     jerk: (dof,) read-only jerk limits in q order, rad/s³ (m/s³): the configured ones, else
         `DEFAULT_JERK_PER_ACCELERATION` × the acceleration limit.
     transmission: joint ↔ motor mapping of every driven joint; fixed joints are held there.
+    calibration: the calibration applied (its offsets are in `transmission`, its ranges in
+        `tree.limits`), or None.
     drivers: by name, in file order. `build_drivers` constructs them.
     """
 
@@ -82,6 +86,7 @@ class ArmSetup:
     drivers: Mapping[str, DriverSetup]
     mqtt: MqttSettings
     lock_file: Path
+    calibration: Calibrated | None = None
 
     @property
     def name(self) -> str:
@@ -141,7 +146,7 @@ def build_drivers(setup: ArmSetup, clock: Clock = time.monotonic) -> dict[str, D
 # -- loading -------------------------------------------------------------------------------------
 
 
-def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
+def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = True) -> ArmSetup:
     """Read, validate and resolve the config file at `path`.
 
     Raises `ConfigError` listing every problem, one line each (see the module docstring). Files
@@ -149,6 +154,8 @@ def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
     With `kernels` the compiled kinematics kernels are loaded too (`kinematics.compiled`; compiled
     first when numba's cache is cold), so that the control loop's first FK does not wait for
     them; commands that only read the config (``check``, ``goal``) pass False and start fast.
+    With `calibration` (the default) the config's calibration file, if it names one, is read and
+    applied (`armd.calibration`); ``armd calibrate`` passes False to record a new one.
     """
     path = Path(path)
     data, lines = read_yaml(path)
@@ -162,10 +169,16 @@ def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
     password, tls = _mqtt_files(checked.mqtt, path.parent, problems)
     if problems.items or config is None or checked.tree is None or checked.tool_link is None:
         raise problems.error()
-    tree = checked.tree.with_limits(checked.limits)
+    limits, calibrated = checked.limits, None
+    if calibration:
+        units = position_units(checked.tree)
+        calibrated = apply_calibration(problems, config, checked.limits, units)
+        limits = {**limits, **calibrated.limits} if calibrated else limits
+    tree = checked.tree.with_limits(limits)
     if kernels:
         load_kernels()
-    return _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls)
+    setup = _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls, calibrated)
+    return setup
 
 
 def _setup(
@@ -176,12 +189,17 @@ def _setup(
     jerk_limits: Mapping[str, float],
     password: SecretStr | None,
     tls: TlsSetup | None,
+    calibrated: Calibrated | None,
 ) -> ArmSetup:
-    """The setup of a config that passed every check; `tree` has its effective limits."""
+    """The setup of a config that passed every check; `tree` has its effective limits, and the
+    calibrated offsets, if any, replace the configured ones."""
+    offsets = calibrated.offsets if calibrated else {}
     transmission = ArmTransmission(
         tree.joint_names,
         [
-            Transmission(joint, j.driver, j.device, j.gear_ratio, j.sign, j.offset)
+            Transmission(
+                joint, j.driver, j.device, j.gear_ratio, j.sign, offsets.get(joint, j.offset)
+            )
             for joint, j in config.joints.items()
         ],
         config.fixed_joints,
@@ -208,6 +226,7 @@ def _setup(
             if config.lock_file is None
             else resolve_path(path.parent, config.lock_file)
         ),
+        calibration=calibrated,
     )
 
 

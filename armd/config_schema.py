@@ -88,6 +88,11 @@ class JointConfig(_Section):
     sign: Literal[1, -1] = 1
     offset: float = Field(0.0, description="joint position (rad or m) where the motor reads 0")
     limits: LimitsConfig = LimitsConfig()
+    calibrated: bool = Field(
+        True,
+        description="with a calibration file: it must give this joint's offset and range "
+        "(false: the joint keeps its configured offset, e.g. an absolute encoder)",
+    )
 
 
 class DriverConfig(_Section):
@@ -215,6 +220,9 @@ class ArmConfig(_Section):
     broker_loss: Literal["finish", "stop"] = "stop"
     mqtt: MqttConfig = MqttConfig()
     lock_file: str | None = Field(None, description="default: /run/armd/<name>.lock")
+    calibration: str | None = Field(
+        None, min_length=1, description="the calibration file (docs/calibration.md)"
+    )
 
     @field_validator("fixed_joints", "safety", "motion", "mqtt", mode="before")
     @classmethod
