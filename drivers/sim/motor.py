@@ -259,6 +259,16 @@ class SimulatedMotor:
         self.faults.fault_code = 0
         self.watchdog_expired = False
 
+    def move_by_hand(self, position: float) -> None:
+        """A hand puts the shaft at `position` (rad) and lets go: only with torque off (a motor in
+        closed loop holds against the hand: nothing happens). Raises `DriverConfigError` for a
+        non-finite position."""
+        if not math.isfinite(position):
+            raise DriverConfigError(f"move_by_hand: position {position} rad must be finite")
+        self.advance()
+        if not self.enabled and not self.faults.stuck:
+            self.position, self.velocity = position, 0.0
+
     def sample(self) -> MotorSample:
         """Advance to the clock's time and read the encoder."""
         self.advance()
