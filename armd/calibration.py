@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from armd.config_checks import Problems, resolve_path
 from armd.config_schema import ArmConfig, describe_errors
+from armd.transmission import Transmission
 from armd.yaml_doc import read_yaml
 from kinematics import JointLimit, JointMotor, KinematicTree
 
@@ -35,13 +36,14 @@ __all__ = [
     "apply_calibration",
     "default_path",
     "device_id",
+    "joint_calibration",
     "now_utc",
     "position_units",
     "read_calibration",
     "write_calibration",
 ]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION: Literal[1] = 1
 
 
 class _Strict(BaseModel):
@@ -128,6 +130,19 @@ def position_units(tree: KinematicTree) -> dict[str, str]:
         for link in tree.links
         if isinstance(link.motor, JointMotor)
     }
+
+
+def joint_calibration(
+    transmission: Transmission, motor_min: float, motor_max: float, motor_reference: float
+) -> tuple[float, tuple[float, float]]:
+    """The offset (joint units) at which the motor reading `motor_reference` (the reference pose,
+    the model's zero) reads 0, and the range [min, max] in joint units, after that offset, of the
+    motor readings `motor_min` to `motor_max` (motor units), through the transmission's sign and
+    gear ratio (``joint = motor / (sign × gear_ratio) + offset``)."""
+    scale = transmission.scale
+    offset = -motor_reference / scale
+    low, high = sorted((motor_min / scale + offset, motor_max / scale + offset))
+    return offset, (low, high)
 
 
 def read_calibration(path: Path) -> tuple[CalibrationFile, Problems]:
