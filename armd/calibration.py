@@ -55,7 +55,7 @@ class JointCalibration(_Strict):
     ([min, max], rad or m, in joint units after that offset), with where and when it was taken."""
 
     offset: float = Field(description="rad or m: the joint position where the motor reads 0")
-    range: list[float] = Field(min_length=2, max_length=2, description="[min, max], rad or m")
+    range: list[float] = Field(description="[min, max], rad or m")
     recorded: str = Field(description="when it was recorded, ISO 8601 (UTC)")
     driver: str = Field(min_length=1, description="the driver it was recorded on")
     device: str = Field(min_length=1, description="the device of that driver")
@@ -79,6 +79,9 @@ class JointCalibration(_Strict):
     @field_validator("range")
     @classmethod
     def _ordered(cls, value: list[float]) -> list[float]:
+        if len(value) != 2:
+            shown = ", ".join(f"{v:g}" for v in value)
+            raise ValueError(f"[{shown}] must be two numbers: [min, max]")
         low, high = value
         if not low < high:
             raise ValueError(f"[{low:g}, {high:g}]: min {low:g} must be < max {high:g}")
