@@ -59,7 +59,7 @@ class Terminal:
         self.output += data.decode(errors="replace")
         return True
 
-    def expect(self, pattern: str, timeout_s: float = 60.0) -> re.Match[str]:
+    def expect(self, pattern: str, timeout_s: float = 20.0) -> re.Match[str]:
         """Wait for `pattern` (a regex) in the output after the previous match."""
         deadline = time.monotonic() + timeout_s
         while True:

@@ -27,8 +27,8 @@ from armd.goals import GoalPipeline, Rejected
 from armd.messages import GoalStatus, JointsGoal
 from armd.protocol import MoveTo
 from armd.statuses import StatusLedger
-from armd.transmission import Transmission
 from armd.trajectory import MotionLimits
+from armd.transmission import Transmission
 from tests.armd.test_control_process import start_control, until
 from tests.system.helpers import write_config
 
@@ -283,9 +283,7 @@ def test_an_unreadable_or_broken_file(tmp_path: Path) -> None:
     path.write_bytes(b"version: 1\n\xff\n")
     assert problems(config) == [f"{path}: not UTF-8 text (byte 11)"]
     path.write_text("- 1\n", encoding="utf-8")
-    assert problems(config) == [
-        f"{path}: the top level must be a mapping of options, got a list"
-    ]
+    assert problems(config) == [f"{path}: the top level must be a mapping of options, got a list"]
     if os.geteuid() != 0:  # root reads every file
         path.write_text("version: 1\n", encoding="utf-8")
         path.chmod(0)
@@ -313,7 +311,8 @@ async def test_the_control_loop_and_the_planner_enforce_the_calibrated_range(
         port.send(MoveTo("beyond", target, control.setup.limits.scaled(1.0)))
         await until(lambda: control.reports.final("beyond") is not None, "beyond final")
         final = control.reports.final("beyond")
-        assert final is not None and final.status is GoalStatus.ABORTED
+        assert final is not None
+        assert final.status is GoalStatus.ABORTED
         assert "outside" in (final.reason or "")
         # the planner, built as the daemon builds it, rejects it first
         setup = load_config(config, kernels=False)
