@@ -110,6 +110,8 @@ def _run(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILURE
     out = args.out or default_path(setup.path, setup.config)
+    # a broken file there is reported now, before any work, and never overwritten blindly
+    existing = read_calibration(out)[0] if out.exists() else None
     entries: dict[str, JointCalibration] | None
     if args.import_lerobot is not None:
         imported = import_lerobot(args.import_lerobot, setup, mapping)
@@ -131,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
         if entries is None:
             print("declined: nothing written")
             return EXIT_FAILURE
-    return _write(setup, out, entries)
+    return _write(setup, out, entries, existing)
 
 
 def _mapping(pairs: list[str]) -> dict[str, str]:
@@ -204,12 +206,15 @@ def _summary(setup: ArmSetup, entries: Mapping[str, JointCalibration]) -> None:
         )
 
 
-def _write(setup: ArmSetup, out: Path, entries: Mapping[str, JointCalibration]) -> int:
-    """Merge `entries` into the file at `out` (joints not recalibrated are kept) and write it."""
-    kept: dict[str, JointCalibration] = {}
-    if out.exists():
-        old, _ = read_calibration(out)  # a broken file is reported, never overwritten blindly
-        kept = {joint: e for joint, e in old.joints.items() if joint not in entries}
+def _write(
+    setup: ArmSetup,
+    out: Path,
+    entries: Mapping[str, JointCalibration],
+    existing: CalibrationFile | None,
+) -> int:
+    """Merge `entries` into `existing` (its joints not recalibrated are kept); write to `out`."""
+    previous = existing.joints if existing else {}
+    kept = {joint: e for joint, e in previous.items() if joint not in entries}
     merged = {**kept, **entries}
     order = [j for j in setup.config.joints if j in merged] + [
         j for j in merged if j not in setup.config.joints
