@@ -41,7 +41,6 @@ from __future__ import annotations
 import enum
 import json
 import math
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -225,7 +224,7 @@ class SimDriver(Driver):
         }
         self._states: dict[str, DeviceState] = {}
         self._lost: tuple[str, ...] = ()
-        self._hand_seen: tuple[int, int] | None = None  # (mtime_ns, size) of the hand file read
+        self._hand_seen: bytes | None = None  # the hand file's content, once applied
 
     @property
     def device_names(self) -> tuple[str, ...]:
@@ -336,26 +335,26 @@ class SimDriver(Driver):
         device.in_flight.append(_Reply(arrival, state))
 
     def _follow_hand(self, path: str) -> None:
-        """Move the limp devices to where the hand file puts them, if it changed and is whole."""
+        """Move the limp devices to where the hand file puts them, if it changed and is whole.
+        (By content: a file replaced within one clock tick of the file system keeps its mtime.)"""
         try:
-            stat = os.stat(path)
-            seen = (stat.st_mtime_ns, stat.st_size)
-            if seen == self._hand_seen:
-                return
-            with open(path, encoding="utf-8") as file:
-                positions = json.load(file)
-        except (OSError, ValueError):
+            with open(path, "rb") as file:
+                content = file.read(65536)
+        except OSError:
+            return
+        if content == self._hand_seen:
+            return
+        try:
+            positions = json.loads(content)
+        except ValueError:
             return
         if not isinstance(positions, dict):
             return
         for name, position in positions.items():
-            if (
-                name in self._devices
-                and isinstance(position, int | float)
-                and math.isfinite(position)
-            ):
+            finite = isinstance(position, int | float) and math.isfinite(position)
+            if name in self._devices and finite:
                 self._devices[name].motor.move_by_hand(float(position))
-        self._hand_seen = seen
+        self._hand_seen = content
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -86,12 +86,14 @@ def test_a_guided_calibration_of_two_joints(
         r"calibrated range needs"
     )
     t.expect("Move it by hand through its whole range")
+    t.expect(r"shoulder_lift_joint\s+now\s+-1\.5708")  # recording again, from where it is
     hand.put(shoulder=counts(-4.0))
     t.expect(shown(-math.pi / 2, counts(-4.0) / 4))
     hand.put(shoulder=counts(-8.0))
     t.expect(shown(counts(-8.0) / 4, counts(-4.0) / 4))
     t.line()
     t.expect(r"joint 2/2: wrist_2_joint \(sim/wrist2\)")
+    t.expect(r"wrist_2_joint\s+now\s+-1\.5708")
     hand.put(wrist2=counts(2.5))
     t.expect(shown(-counts(2.5), -math.pi / 2))
     hand.put(wrist2=counts(0.5))
