@@ -20,6 +20,7 @@ from armd.calibration import (
     read_calibration,
     write_calibration,
 )
+from armd.cli import main
 from armd.config import load_config
 from armd.daemon import plan_settings
 from armd.errors import ConfigError
@@ -105,6 +106,19 @@ def test_offsets_replace_the_transmission_offsets_and_ranges_narrow_the_limits(
     uncalibrated = load_config(calibrated_config(tmp_path), kernels=False, calibration=False)
     assert uncalibrated.limits["elbow_joint"].upper == pytest.approx(math.pi, abs=1e-9)
     assert uncalibrated.joints["shoulder_pan_joint"].offset == 0.0
+
+
+def test_check_shows_the_calibration_and_the_calibrated_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = calibrated_config(tmp_path)
+    assert main(["check", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert f"calibration {tmp_path}/arm.calibration.yaml: offsets and ranges of " in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if "_joint " in line}
+    #                          driver/device  gear sign offset lower upper
+    assert rows["elbow_joint"][1:7] == ["sim/elbow", "1", "+1", "0", "1", "2"]
+    assert rows["shoulder_pan_joint"][4:7] == ["0.1", "-0.5", "1"]
 
 
 def test_a_joint_that_is_not_calibrated_keeps_its_configured_offset(tmp_path: Path) -> None:
