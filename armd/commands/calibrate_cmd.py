@@ -1,8 +1,8 @@
 """``armd calibrate --config FILE [--joint NAME] [--out FILE]``: record each joint's offset and
 range by hand, torque off, into a calibration file (docs/calibration.md).
 
-The drivers are opened and never enabled: nothing is commanded, no goal and no servo EEPROM is
-ever written. For each joint (or each ``--joint``) the user moves it by hand through its whole
+The drivers are opened (as for ``armd run``) and never enabled: nothing is commanded; this command
+writes no goal and no servo EEPROM of its own (docs/calibration.md says what a driver's open does). For each joint (or each ``--joint``) the user moves it by hand through its whole
 range (a refreshing line shows the reading and the recorded min and max) and presses Enter; then
 puts the arm in its reference pose (the model's zero) and presses Enter. The offset makes the
 reference pose read 0; the range is what was moved through, in joint units after that offset.
@@ -118,6 +118,9 @@ def _run(args: argparse.Namespace) -> int:
         for note in imported.notes:
             print(f"note: {note}")
         entries = {joint: imported.joints[joint] for joint in joints if joint in imported.joints}
+        left = [joint for joint in imported.joints if joint not in entries]
+        if left:
+            print(f"note: not imported (not a --joint, or calibrated: false): {', '.join(left)}")
         missing = [joint for joint in joints if joint not in entries]
         if missing:
             print(f"note: not in the LeRobot file: {', '.join(missing)}")
