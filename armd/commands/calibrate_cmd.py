@@ -2,9 +2,10 @@
 range by hand, torque off, into a calibration file (docs/calibration.md).
 
 The drivers are opened (as for ``armd run``) and never enabled: nothing is commanded; this command
-writes no goal and no servo EEPROM of its own (docs/calibration.md says what a driver's open does). For each joint (or each ``--joint``) the user moves it by hand through its whole
-range (a refreshing line shows the reading and the recorded min and max) and presses Enter; then
-puts the arm in its reference pose (the model's zero) and presses Enter. The offset makes the
+writes no goal and no servo EEPROM of its own (docs/calibration.md says what a driver's open
+does). For each joint (or each ``--joint``) the user moves it by hand through its whole range (a
+refreshing line shows the reading and the recorded min and max) and presses Enter; then puts the
+arm in its reference pose (the model's zero) and presses Enter. The offset makes the
 reference pose read 0; the range is what was moved through, in joint units after that offset.
 After a summary and a confirmation the file is written (default: the config's ``calibration``
 file, else ``<config stem>.calibration.yaml`` next to the config); joints already in it and not
