@@ -30,6 +30,7 @@ from armd.protocol import MoveTo
 from armd.statuses import StatusLedger
 from armd.trajectory import MotionLimits
 from armd.transmission import Transmission
+from tests.armd.test_calibration_lerobot import dynamixel_config
 from tests.armd.test_control_process import start_control, until
 from tests.system.helpers import write_config
 
@@ -267,6 +268,28 @@ def test_recorded_on_another_servo_id(tmp_path: Path) -> None:
     (line,) = problems(calibrated_config(tmp_path, doc))
     assert "joints.elbow_joint.device_id: 7 but device 'elbow' of driver 'sim' has id null" in line
     assert "recorded on another servo" in line
+
+
+def test_recorded_on_another_servo_id_of_a_servo_bus(tmp_path: Path) -> None:
+    config = dynamixel_config(tmp_path)  # the UR5 on servos s1 ... s6, ids 1 ... 6
+    doc = calibration_doc()
+    for i, entry in enumerate(doc["joints"].values(), 1):
+        entry.update(driver="bus", device=f"s{i}", device_id=i)
+    doc["joints"]["elbow_joint"]["device_id"] = 7
+    path = tmp_path / "arm.calibration.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    text = config.read_text() + "calibration: arm.calibration.yaml\n"
+    config.write_text(text)
+    line = 1 + path.read_text().splitlines().index("    device_id: 7")
+    assert problems(config) == [
+        f"{path}:{line}: joints.elbow_joint.device_id: 7 but device 's3' of driver 'bus' has "
+        f"id 3 in {config}: recorded on another servo; calibrate it again (armd calibrate "
+        f"--config {config} --joint elbow_joint)"
+    ]
+    doc["joints"]["elbow_joint"]["device_id"] = 3
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    limits = load_config(config, kernels=False).limits
+    assert limits["elbow_joint"].upper == pytest.approx(2.0, abs=1e-12)
 
 
 def test_a_range_outside_the_limits(tmp_path: Path) -> None:
