@@ -190,9 +190,9 @@ def apply_calibration(
     """The config's calibration file read and checked against the config; None without one.
 
     `limits` are the driven joints' effective limits (model and config), `units` each joint's
-    position unit. A file that is missing or unreadable is reported in `config_problems` (at the
-    config's ``calibration`` line); problems in the file in its own `Problems`. Raises
-    `ConfigError` with every problem.
+    position unit. A missing file is reported in `config_problems` (at the config's
+    ``calibration`` line); an unreadable one, and problems in the file, at the calibration file's
+    lines. Raises `ConfigError` with every problem.
     """
     if config.calibration is None:
         return None
@@ -210,7 +210,7 @@ def apply_calibration(
     checks = _Checks(problems, config, config_problems.path, units)
     narrowed = dict(limits)
     for joint, entry in file.joints.items():
-        if checks.known(joint, entry) and checks.same_device(joint, entry):
+        if checks.known(joint) and checks.same_device(joint, entry):
             limit = checks.narrowed(joint, entry, limits[joint])
             if limit is not None:
                 narrowed[joint] = limit
@@ -228,7 +228,7 @@ class _Checks:
     config_path: Path
     units: Mapping[str, str]
 
-    def known(self, joint: str, entry: JointCalibration) -> bool:
+    def known(self, joint: str) -> bool:
         joints = self.config.joints
         if joint not in joints:
             self.problems.add(
