@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
     "calibrate": ("calibrate_cmd", "record each joint's offset and range by hand (torque off)"),
     "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
-    "sim-device": ("sim_device_cmd", "run a simulated ODrive or Dynamixel bus (wire protocol)"),
+    "sim-device": ("sim_device_cmd", "run simulated devices (ODrive, Dynamixel, Feetech)"),
 }
 """Command → (module of `armd.commands` that registers it, one-line help for ``armd --help``)."""
 

@@ -1,5 +1,5 @@
 """The configuration file's schema (pydantic models, frozen, unknown options are errors) and how
-its validation errors read.
+its validation errors read (through `armd.reasons`).
 
 Units: SI everywhere (m, rad, s; Hz for rates). Relative paths are relative to the config file's
 folder. `armd.config.load_config` validates a file against `ArmConfig`, then checks it against the
@@ -8,7 +8,6 @@ model and the drivers; `config/armd.example.yaml` documents every option with it
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import types
@@ -26,6 +25,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from armd import reasons
+from armd.reasons import Loc
 from drivers import DriverError, DriverParams, load_driver_class
 
 __all__ = [
@@ -41,9 +42,6 @@ __all__ = [
     "TlsConfig",
     "describe_errors",
 ]
-
-Loc = tuple[str | int, ...]
-"""A path into the config document: ``("joints", "elbow", "gear_ratio")``."""
 
 DEFAULT_JERK_PER_ACCELERATION = 20.0
 """A joint without a jerk limit gets 20 × its acceleration limit (rad/s³ per rad/s², i.e. 1/s)."""
@@ -98,7 +96,7 @@ class JointConfig(_Section):
 class DriverConfig(_Section):
     """One bus: its driver `type` and the parameters that driver's `Params` model validates."""
 
-    type: str = Field(description="the driver: sim, odrive or dynamixel")
+    type: str = Field(description="the driver: sim, odrive, dynamixel or feetech")
     params: DriverParams = Field(description="the driver's parameters, with its devices")
 
     @field_validator("type")
@@ -256,22 +254,14 @@ _HINTS: dict[Loc, str] = {
 }
 
 
-_BOUNDS = {
-    "greater_than": ">",
-    "greater_than_equal": ">=",
-    "less_than": "<",
-    "less_than_equal": "<=",
-}
-_TYPES = {"float_": "a number", "int_": "an integer", "string_": "a string", "bool_": "true/false"}
-
-
 def describe_errors(
     error: ValidationError,
     root: type[BaseModel],
     params_models: Mapping[str, type[BaseModel]],
     prefix: Loc = (),
 ) -> list[tuple[Loc, str]]:
-    """Each error of `error` (raised validating `root` at `prefix`) as (path, readable message).
+    """Each error of `error` (raised validating `root` at `prefix`) as (path, readable message),
+    rendered by `armd.reasons`.
 
     `params_models` maps driver names to their `Params` model, to list the options of driver
     parameters. Values of unknown options are never echoed (they could be secrets).
@@ -280,7 +270,8 @@ def describe_errors(
     for details in error.errors():
         loc: Loc = prefix + tuple(details["loc"])
         if loc and loc[-1] == "[key]":
-            out.append((loc[:-1], f"key {_show(details['input'])} must be a string"))
+            shown = reasons.show_yaml(details["input"])
+            out.append((loc[:-1], f"key {shown} must be a string"))
             continue
         out.append((loc, _message(details, _model_at(root, params_models, loc[:-1]), loc)))
     return out
@@ -289,37 +280,19 @@ def describe_errors(
 def _message(details: ErrorDetails, parent: type[BaseModel] | None, loc: Loc) -> str:
     key = str(loc[-1]) if loc else ""
     if details["type"] == "extra_forbidden":
-        return _unknown_option(key, parent, loc)
+        hint = _HINTS.get(loc)
+        if hint:
+            return f"unknown option; {hint}"
+        known = list(parent.model_fields) if parent is not None else []
+        return reasons.unknown(key, known, reasons.CONFIG, listed=True)
     if details["type"] == "missing":
         field = parent.model_fields.get(key) if parent is not None else None
-        about = f" ({field.description})" if field is not None and field.description else ""
-        return f"required option missing{about}"
-    return _value_message(details)
-
-
-def _value_message(details: ErrorDetails) -> str:
-    """What is wrong with a value that was given: ``-3 must be > 0``."""
-    kind, ctx, value = details["type"], details.get("ctx", {}), _show(details.get("input"))
-    if kind in _BOUNDS:
-        bound = next(iter(ctx.values()))
-        return f"{value} must be {_BOUNDS[kind]} {_show(bound)}"
-    simple = {
-        "literal_error": f"{value} must be {ctx.get('expected')}",
-        "finite_number": f"{value} must be a finite number",
-        "dict_type": f"{value} must be a mapping (key: value entries)",
-        "model_type": f"{value} must be a mapping (key: value entries)",
-        "model_attributes_type": f"{value} must be a mapping (key: value entries)",
-        "string_too_short": "must not be empty",
-        "too_short": f"must have at least {ctx.get('min_length')} entry",
-        "value_error": str(ctx.get("error")),
-        "assertion_error": str(ctx.get("error")),
-    }
-    if kind in simple:
-        return simple[kind]
-    if kind.startswith("float_") and isinstance(details.get("input"), str):
-        return f"{value} must be a number{_yaml_number_hint(details['input'])}"
-    what = next((what for prefix, what in _TYPES.items() if kind.startswith(prefix)), None)
-    return f"{value} must be {what}" if what else f"{details['msg']} (got {value})"
+        return reasons.missing(reasons.CONFIG, field.description if field is not None else None)
+    message = reasons.value_problem(details, reasons.CONFIG)
+    raw = details.get("input")
+    if details["type"].startswith("float_") and isinstance(raw, str):
+        message += _yaml_number_hint(raw)
+    return message
 
 
 def _yaml_number_hint(text: str) -> str:
@@ -334,20 +307,6 @@ def _yaml_number_hint(text: str) -> str:
     if e and "." not in mantissa:
         mantissa += ".0"  # YAML 1.1 floats need a dot and a signed exponent: 1.0e-06
     return f" (YAML reads it as text; write {mantissa}{e}{exponent})"
-
-
-def _unknown_option(key: str, parent: type[BaseModel] | None, loc: Loc) -> str:
-    hint = _HINTS.get(loc)
-    if hint:
-        return f"unknown option; {hint}"
-    if parent is None:
-        return "unknown option"
-    options = list(parent.model_fields)
-    close = difflib.get_close_matches(key, options, n=1, cutoff=0.6) or [
-        option for option in options if key in option or option in key
-    ]
-    maybe = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown option; {maybe}options: {', '.join(options)}"
 
 
 def _model_at(
@@ -379,15 +338,3 @@ def _unwrap(tp: object) -> object:
         args = [arg for arg in get_args(tp) if arg is not type(None)]
         return _unwrap(args[0]) if len(args) == 1 else tp
     return tp
-
-
-def _show(value: object) -> str:
-    """A short rendering of a config value as the user wrote it (YAML spelling)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

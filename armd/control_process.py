@@ -79,7 +79,7 @@ class ControlServer:
         self._reader, self._writer = reader, writer
         self._watchdog_interval_s = watchdog_interval_s
         self.hardware = build_hardware(setup)
-        self.timer = PreciseTimer()
+        self.timer = PreciseTimer(setup.loop.period_s)
         schedule = Schedule(setup.loop.period_s, time.monotonic, self.timer.sleep_until)
         self.loop = build_loop(setup, self.hardware, schedule, self._emit)
         self._missed_reported = 0

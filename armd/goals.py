@@ -116,6 +116,14 @@ class GoalPipeline:
         if isinstance(goal, StopGoal):
             self.port.send(Stop(goal.goal_id))
             return
+        if isinstance(goal, JointsGoal):  # planned in microseconds: here, without a hand-off
+            try:
+                request = self.plan(goal)
+            except Exception as exc:
+                self._refuse(goal, exc)
+                return
+            self._send(goal, self._sequence, request)
+            return
         self._pending = goal
         self._wakeup.set()
 
@@ -144,19 +152,28 @@ class GoalPipeline:
         try:
             if isinstance(goal, PoseGoal) and goal.motion == "linear":
                 await self._wait_at_rest(goal.goal_id)
-            if isinstance(goal, JointsGoal):
-                request = self.plan(goal)  # microseconds: a thread hand-off would cost more
-            else:
-                request = await asyncio.to_thread(self.plan, goal)  # IK may use its time budget
-        except Rejected as exc:
+            request = await asyncio.to_thread(self.plan, goal)  # IK may use its time budget
+        except Exception as exc:
+            self._refuse(goal, exc)
+            return
+        self._send(goal, sequence, request)
+
+    def _refuse(self, goal: PoseGoal | JointsGoal | KeypointsGoal, exc: Exception) -> None:
+        """A goal that could not be planned: `Rejected` says why; a bug costs this goal only,
+        never the pipeline."""
+        if isinstance(exc, Rejected):
             self._status(goal.goal_id, GoalStatus.REJECTED, str(exc))
             return
-        except Exception as exc:  # a bug must cost this goal only, never the pipeline
-            if self._errors.allow(type(exc).__name__) is not None:
-                log.exception("goal %s: planning failed", goal.goal_id)
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-            self._status(goal.goal_id, GoalStatus.REJECTED, reason)
-            return
+        if self._errors.allow(type(exc).__name__) is not None:
+            log.error("goal %s: planning failed", goal.goal_id, exc_info=exc)
+        reason = f"internal error: {type(exc).__name__}: {exc}"
+        self._status(goal.goal_id, GoalStatus.REJECTED, reason)
+
+    def _send(
+        self, goal: PoseGoal | JointsGoal | KeypointsGoal, sequence: int, request: Move
+    ) -> None:
+        """Hand a planned goal to the loop, unless it was superseded, the broker lost or the
+        pipeline closed while it was planned."""
         if self._closed is not None:
             self._status(goal.goal_id, GoalStatus.REJECTED, self._closed)
             return

@@ -66,6 +66,7 @@ class SetpointLimiter:
         self.upper = upper.copy()
         self.position = np.zeros_like(lower)
         self.velocity = np.zeros_like(lower)
+        self._resting = False
         self.interventions = 0
         self.resets = 0
 
@@ -75,12 +76,19 @@ class SetpointLimiter:
         self.resets += 1
         self.position = position.copy()
         self.velocity = np.zeros_like(position)
+        self._resting = False  # one full pass first: it settles the bounds widened here
         self.lower = np.minimum(self.lower_limit, position)
         self.upper = np.maximum(self.upper_limit, position)
 
     def apply(self, wanted: Array, wanted_velocity: Array) -> tuple[Array, Array]:
         """(position, velocity feed-forward) to command for this tick's wanted state. The wanted
-        velocity passes where the position passed unchanged; elsewhere the limited one does."""
+        velocity passes where the position passed unchanged; elsewhere the limited one does.
+
+        Holding still (the wanted position is the one this limiter last returned, at rest) takes
+        a fast path with the same result: the arrays returned are the limiter's own, never to be
+        modified."""
+        if wanted is self.position and self._resting and not wanted_velocity.any():
+            return self.position, self.velocity
         dt, n = self.dt, self.position.shape[0]
         v_max = self.velocity_limit
         v = np.minimum(np.maximum((wanted - self.position) / dt, -v_max), v_max)
@@ -104,6 +112,7 @@ class SetpointLimiter:
             self.interventions += 1
         self.position = position
         self.velocity = velocity
+        self._resting = not velocity.any()
         feed_forward = np.where(
             changed, velocity, np.minimum(np.maximum(wanted_velocity, -v_max), v_max)
         )

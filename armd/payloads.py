@@ -1,7 +1,7 @@
 """Validation of the payloads clients send on ``goal`` and ``estop`` (DESIGN.md, MQTT API).
 
 Every input becomes either a value of `armd.messages` or a `Rejection` whose reason names the
-field and why (``position[1]: nan is not a finite number``); nothing here raises on any input.
+field and why (``position[1]: nan must be a finite number``); nothing here raises on any input.
 
 Rules, stricter than plain JSON decoding so that mistakes are not silently ignored:
 

@@ -52,12 +52,18 @@ class PreciseTimer:
     epoll at once: no helper thread, so the wake-up waits for no other thread to hand over the
     interpreter lock. Where timerfd is missing (not Linux) the wait falls back to asyncio's timer.
 
+    With `period_s` the timerfd is armed periodically: deadlines on the grid ``first + k ×
+    period`` (a `Schedule`'s) cost no system call to arm, and only a deadline off the grid (after
+    missed slots, or a new schedule) re-arms it. Never wakes before the deadline.
+
     One timer serves one event loop (the first to wait on it); `close` it on that loop.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, period_s: float | None = None) -> None:
         self._timerfd = _TIMERFD
+        self._period_s = period_s
         self._fd: int | None = None
+        self._next: float | None = None  # the armed timerfd's next expiry, if armed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiter: asyncio.Future[None] | None = None
 
@@ -71,19 +77,27 @@ class PreciseTimer:
             self._fd = self._timerfd.create()
             self._loop = asyncio.get_running_loop()
             self._loop.add_reader(self._fd, self._expired)
-        self._timerfd.arm(self._fd, deadline)
+        self._expired()  # expirations not yet read (an overrun tick): the grid moved on
+        if self._next is None or abs(self._next - deadline) > _SAME_DEADLINE_S:
+            self._timerfd.arm(self._fd, deadline, self._period_s or 0.0)
+            self._next = deadline
         self._waiter = asyncio.get_running_loop().create_future()
         try:
             await self._waiter
         finally:
             self._waiter = None
+        while time.monotonic() < deadline:  # the grid's rounding: at most a microsecond
+            pass
 
     def _expired(self) -> None:
         assert self._fd is not None
         try:
-            os.read(self._fd, 8)  # the expiration count; reading it re-arms readability
-        except BlockingIOError:  # re-armed since it fired
+            data = os.read(self._fd, 8)  # the expiration count; reading it re-arms readability
+        except BlockingIOError:  # nothing expired since the last read
             return
+        if self._next is not None:
+            count = int.from_bytes(data, sys.byteorder)
+            self._next = self._next + count * self._period_s if self._period_s else None
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
@@ -93,6 +107,10 @@ class PreciseTimer:
                 self._loop.remove_reader(self._fd)
             os.close(self._fd)
             self._fd = None
+            self._next = None
+
+
+_SAME_DEADLINE_S = 1e-6  # a deadline this close to the armed expiry is that expiry
 
 
 class _TimerFd:
@@ -121,10 +139,12 @@ class _TimerFd:
             raise OSError(errno, f"timerfd_create: {os.strerror(errno)}")
         return fd
 
-    def arm(self, fd: int, deadline: float) -> None:
+    def arm(self, fd: int, deadline: float, interval_s: float = 0.0) -> None:
+        """First expiry at `deadline`, then every `interval_s` (0: once)."""
         seconds, fraction = divmod(deadline, 1.0)
         value = _TimeSpec(int(seconds), int(fraction * 1e9))
-        spec = _ITimerSpec(_TimeSpec(0, 0), value)  # one shot
+        interval = _TimeSpec(int(interval_s), round(interval_s % 1.0 * 1e9))
+        spec = _ITimerSpec(interval, value)
         if self._libc.timerfd_settime(fd, self.TFD_TIMER_ABSTIME, ctypes.byref(spec), None) < 0:
             errno = ctypes.get_errno()
             raise OSError(errno, f"timerfd_settime: {os.strerror(errno)}")

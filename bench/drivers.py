@@ -29,6 +29,10 @@ from drivers.dynamixel import protocol as dxl  # noqa: E402
 from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams  # noqa: E402
 from drivers.dynamixel.sim import SimulatedDynamixelChain  # noqa: E402
 from drivers.errors import DriverError  # noqa: E402
+from drivers.feetech import protocol as ft  # noqa: E402
+from drivers.feetech import table as ft_table  # noqa: E402
+from drivers.feetech.driver import FeetechDriver, FeetechParams  # noqa: E402
+from drivers.feetech.sim import SimulatedFeetechChain  # noqa: E402
 from drivers.odrive import protocol as proto  # noqa: E402
 from drivers.odrive.driver import ODriveDriver, ODriveParams  # noqa: E402
 from drivers.odrive.sim import SimAxisConfig, SimulatedODrive  # noqa: E402
@@ -255,6 +259,53 @@ async def bench_dynamixel(cycles: int) -> None:
         report_stats(driver)
 
 
+# -- Feetech over a pty ------------------------------------------------------------------------
+
+
+def feetech_wire_text(baudrate: int) -> str:
+    """One cycle for 6 STS3215: the Sync Read of the status block (56..65), its 6 status packets
+    and the Sync Write of Goal Position (2 bytes each)."""
+    ids = list(range(1, len(DEVICES) + 1))
+    block = ft_table.STATUS_BLOCK_LENGTH
+    request = len(ft.make_sync_read(ft_table.STATUS_BLOCK_ADDRESS, block, ids))
+    replies = ft.status_packet_size(block) * len(ids)
+    write = len(ft.make_sync_write(ft_table.Addr.GOAL_POSITION, 2, dict.fromkeys(ids, b"\x00\x08")))
+    total = request + replies + write
+    wire_us = ft.wire_time_s(total, baudrate) * 1e6
+    return (
+        f"wire {request}+{replies}+{write} = {total} B at {baudrate / 1e6:g} Mbaud, "
+        f"10 bit/B: {wire_us:.0f} µs (Return Delay Time set to 0 at open)"
+    )
+
+
+async def bench_feetech(cycles: int) -> None:
+    print(
+        "feetech (pty to a simulated STS3215 chain in a thread; no wire time modelled: the pty "
+        "moves bytes at memory speed whatever the baud rate)"
+    )
+    ids = list(range(1, len(DEVICES) + 1))
+    baudrate = 1_000_000
+    label = "6 × STS3215, 1 Mbaud, 250 Hz"
+    with SimulatedFeetechChain(ids, baudrate=baudrate, return_delay_s=0.0) as chain:
+        params = FeetechParams.model_validate(
+            {
+                "port": chain.port,
+                "baudrate": baudrate,
+                "devices": {name: {"id": k} for name, k in zip(DEVICES, ids, strict=True)},
+            }
+        )
+        driver = FeetechDriver(params)
+        try:
+            async with driver:
+                await driver.enable()
+                timing = await time_cycles(driver, cycles, period_s=CONTROL_PERIOD_S)
+        except DriverError as exc:
+            report_failure(label, exc)
+            return
+    report(label, timing, feetech_wire_text(baudrate))
+    report_stats(driver)
+
+
 # -- main --------------------------------------------------------------------------------------
 
 Section = Callable[[int], Coroutine[Any, Any, None]]
@@ -262,6 +313,7 @@ SECTIONS: dict[str, Section] = {
     "sim": bench_sim,
     "odrive": bench_odrive,
     "dynamixel": bench_dynamixel,
+    "feetech": bench_feetech,
 }
 
 

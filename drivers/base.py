@@ -76,6 +76,9 @@ class DeviceState:
     timestamp: the driver clock's time when the reading was received, in s.
     fault: the device's active fault, or None.
     enabled: whether the device reports being in closed-loop control.
+    effort: the device's measured effort, when it reports one, else None. Its meaning is the
+        driver's: for Feetech servos (`feetech`), the signed load as a fraction of the stall
+        torque (Present_Load; -1..1, bounded by the configured torque limit).
     """
 
     position: float
@@ -83,6 +86,7 @@ class DeviceState:
     timestamp: float
     fault: DeviceFault | None = None
     enabled: bool = False
+    effort: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,7 @@ class Driver(abc.ABC):
         self.clock = clock
         self.stats = DriverStats()
         self._lifecycle = Lifecycle.CLOSED
+        self._known_devices: frozenset[str] | None = None  # device_names, for `write`
 
     # -- what the daemon calls ------------------------------------------------------------------
 
@@ -205,7 +210,9 @@ class Driver(abc.ABC):
         `UnsupportedCommandError` when a position or velocity is NaN or infinite (nothing is sent).
         """
         self._require(Lifecycle.ENABLED, action="write")
-        unknown = sorted(set(commands) - set(self.device_names))
+        if self._known_devices is None:
+            self._known_devices = frozenset(self.device_names)
+        unknown = sorted(commands.keys() - self._known_devices)
         if unknown:
             known = self.device_names
             raise DriverStateError(f"write: unknown device(s) {unknown}; known: {known}")

@@ -14,6 +14,7 @@ DRIVERS: dict[str, str] = {
     "sim": "drivers.sim.driver:SimDriver",
     "odrive": "drivers.odrive.driver:ODriveDriver",
     "dynamixel": "drivers.dynamixel.driver:DynamixelDriver",
+    "feetech": "drivers.feetech.driver:FeetechDriver",
 }
 
 

@@ -116,7 +116,7 @@ def _joint_positions(items: list[str]) -> dict[str, float]:
         try:
             positions[name] = float(value)
         except ValueError:
-            raise UsageError(f"joints: {name}: {value!r} is not a number (rad or m)") from None
+            raise UsageError(f"joints: {name}: {value!r} must be a number (rad or m)") from None
         if not math.isfinite(positions[name]):
             raise UsageError(f"joints: {name}: {value!r} must be finite")
     return positions

@@ -1,5 +1,6 @@
-"""``armd sim-device odrive|dynamixel``: simulated devices in their own process, so that the daemon
-(or ``armd check --probe``) can run its real ``odrive`` or ``dynamixel`` driver without hardware.
+"""``armd sim-device odrive|dynamixel|feetech``: simulated devices in their own process, so that the
+daemon (or ``armd check --probe``) can run its real ``odrive``, ``dynamixel`` or ``feetech`` driver
+without hardware.
 
 - ``odrive``: simulated ODrive axes (firmware 0.6 CAN Simple) on a python-can bus. Across
   processes use ``--interface udp_multicast --channel <IPv4 multicast group>`` here and the same
@@ -7,8 +8,10 @@
 - ``dynamixel``: a simulated X-series chain on a pseudo-terminal. Its path is printed on one line
   of stdout (``--link`` also makes a symlink to it); give the driver that port, the same baud rate
   and ``reply_margin_s: 0.01`` or more (a Python process serving a pty has millisecond jitter).
+- ``feetech``: a simulated Feetech STS3215 chain on a pseudo-terminal, printed the same way; the
+  ``feetech`` driver's defaults work with it (same baud rate).
 
-Both serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty cannot be opened,
+All serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty cannot be opened,
 2 bad arguments; errors are one line on stderr, never a traceback.
 """
 
@@ -21,7 +24,7 @@ import math
 import os
 import signal
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn
@@ -33,6 +36,7 @@ __all__ = ["register"]
 
 MAX_ODRIVE_NODE_ID = 0x3F  # CAN Simple: 6-bit node ids
 MAX_DYNAMIXEL_ID = 0xFC  # Protocol 2.0: 253 and 255 would look like a header, 254 is broadcast
+MAX_FEETECH_ID = 0xFD  # SCS/STS: 254 is broadcast
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -145,12 +149,33 @@ def _interrupt_on(signum: signal.Signals) -> Iterator[None]:
 @_guarded
 def _cmd_dynamixel(args: argparse.Namespace) -> int:
     _check_ids("--ids", args.ids, MAX_DYNAMIXEL_ID)
+    _check_serial_args(args)
+    from drivers.dynamixel import sim as dynamixel_sim  # pyserial only when asked for
+
+    return _serve_until_signal(dynamixel_sim.run, args)
+
+
+# -- feetech ------------------------------------------------------------------------------------
+
+
+@_guarded
+def _cmd_feetech(args: argparse.Namespace) -> int:
+    _check_ids("--ids", args.ids, MAX_FEETECH_ID)
+    _check_serial_args(args)
+    from drivers.feetech import sim as feetech_sim  # pyserial only when asked for
+
+    return _serve_until_signal(feetech_sim.run, args)
+
+
+def _check_serial_args(args: argparse.Namespace) -> None:
     _check_positive("--baudrate", args.baudrate)
     link = args.link
     if link is not None and os.path.lexists(link) and not os.path.islink(link):
         raise UsageError(f"--link: {link} exists and is not a symlink; it is never replaced")
-    from drivers.dynamixel import sim as dynamixel_sim  # pyserial only when asked for
 
+
+def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace) -> int:
+    """Run a pty simulation's `run(ids, baudrate, link=, stop=)` until SIGINT or SIGTERM."""
     stop = threading.Event()
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -158,7 +183,7 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
 
     handlers = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        dynamixel_sim.run(args.ids, args.baudrate, link=link, stop=stop)
+        run(args.ids, args.baudrate, link=args.link, stop=stop)
     finally:
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
@@ -169,7 +194,7 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
 
 
 def _cmd_without_kind(args: argparse.Namespace) -> int:
-    say_error("sim-device: choose the device kind: odrive or dynamixel")
+    say_error("sim-device: choose the device kind: odrive, dynamixel or feetech")
     return EXIT_USAGE
 
 
@@ -212,23 +237,35 @@ def _add_dynamixel_parser(kinds: Any) -> None:
     dynamixel = kinds.add_parser(
         "dynamixel", help="a simulated Dynamixel X-series chain on a pty (prints its path)"
     )
-    dynamixel.add_argument(
+    _add_serial_arguments(dynamixel, MAX_DYNAMIXEL_ID)
+    dynamixel.set_defaults(func=_cmd_dynamixel)
+
+
+def _add_feetech_parser(kinds: Any) -> None:
+    feetech = kinds.add_parser(
+        "feetech", help="a simulated Feetech STS3215 chain on a pty (prints its path)"
+    )
+    _add_serial_arguments(feetech, MAX_FEETECH_ID)
+    feetech.set_defaults(func=_cmd_feetech)
+
+
+def _add_serial_arguments(parser: argparse.ArgumentParser, max_id: int) -> None:
+    parser.add_argument(
         "--ids",
         nargs="+",
         type=int,
         default=[1, 2, 3, 4, 5, 6],
         metavar="ID",
-        help="device ids, 0..252 (1 2 3 4 5 6)",
+        help=f"device ids, 0..{max_id} (1 2 3 4 5 6)",
     )
-    dynamixel.add_argument("--baudrate", type=int, default=1_000_000, help="baud rate (1000000)")
-    dynamixel.add_argument(
+    parser.add_argument("--baudrate", type=int, default=1_000_000, help="baud rate (1000000)")
+    parser.add_argument(
         "--link", metavar="PATH", help="also create a symlink to the pty here (removed on exit)"
     )
-    dynamixel.set_defaults(func=_cmd_dynamixel)
 
 
 def register(subparsers: Any) -> None:
-    """Add ``sim-device`` (``odrive``, ``dynamixel``) to the CLI's subparsers."""
+    """Add ``sim-device`` (``odrive``, ``dynamixel``, ``feetech``) to the CLI's subparsers."""
     parser = subparsers.add_parser(
         "sim-device",
         help="run simulated devices for a real driver (no hardware needed)",
@@ -238,3 +275,4 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_cmd_without_kind)
     _add_odrive_parser(kinds)
     _add_dynamixel_parser(kinds)
+    _add_feetech_parser(kinds)

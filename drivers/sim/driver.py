@@ -257,6 +257,8 @@ class SimDriver(Driver):
 
     async def _enable(self) -> None:
         self._check_link("enable")
+        for device in self._devices.values():
+            device.motor.advance()
         faults = {name: self._fault(device.motor) for name, device in self._devices.items()}
         active = {name: fault for name, fault in faults.items() if fault is not None}
         if active:
@@ -295,25 +297,30 @@ class SimDriver(Driver):
             self._follow_hand(self.params.hand_file)
         now = self.clock()
         for name, device in self._devices.items():
-            self._request(name, device, now)
+            state = self._request(name, device, now)
+            if state is not None and state.timestamp <= now and not device.in_flight:
+                self._states[name] = state  # an instant reply, nothing else in flight
+                continue
+            if state is not None:
+                device.in_flight.append(_Reply(state.timestamp, state))
             arrived = [reply for reply in device.in_flight if reply.arrival <= now]
             if arrived:
                 device.in_flight = [reply for reply in device.in_flight if reply.arrival > now]
                 self._states[name] = max(arrived, key=lambda reply: reply.arrival).state
-        return {name: self._states[name] for name in self._devices if name in self._states}
+        return dict(self._states)
 
     async def _write(self, commands: Mapping[str, DeviceCommand]) -> None:
         self._check_link("write")
         for name, command in commands.items():
             self._devices[name].motor.command(command.position, command.velocity)
 
-    def _request(self, name: str, device: _SimDevice, now: float) -> None:
-        """Send one state request to `device` at time `now`; its reply joins `in_flight`, or is
-        counted as lost."""
+    def _request(self, name: str, device: _SimDevice, now: float) -> DeviceState | None:
+        """Send one state request to `device` at time `now`: its reply, stamped with its arrival
+        time, or None when it is lost (and counted)."""
         link = device.link
         if link.drop_probability > 0.0 and device.rng.random() < link.drop_probability:
             self.stats.count_error(name, "missing_replies", f"sim: device {name!r}: reply dropped")
-            return
+            return None
         timeout_s = self.params.reply_timeout_s
         if link.delay_s > timeout_s:
             self.stats.count_error(
@@ -322,17 +329,15 @@ class SimDriver(Driver):
                 f"sim: device {name!r}: reply delayed {link.delay_s} s, beyond the "
                 f"reply_timeout_s of {timeout_s} s",
             )
-            return
-        sample = device.motor.sample()
-        arrival = now + link.delay_s
-        state = DeviceState(
+            return None
+        sample = device.motor.sample()  # advanced to the clock's time
+        return DeviceState(
             position=sample.position,
             velocity=sample.velocity,
-            timestamp=arrival,
+            timestamp=now + link.delay_s,
             fault=self._fault(device.motor),
             enabled=device.motor.enabled,
         )
-        device.in_flight.append(_Reply(arrival, state))
 
     def _follow_hand(self, path: str) -> None:
         """Move the limp devices to where the hand file puts them, if it changed and is whole.
@@ -367,7 +372,7 @@ class SimDriver(Driver):
             ) from None
 
     def _fault(self, motor: SimulatedMotor) -> DeviceFault | None:
-        motor.advance()
+        """The motor's fault, as of its last advance."""
         code = motor.faults.fault_code
         if motor.watchdog_expired:
             code |= SimFault.WATCHDOG_EXPIRED

@@ -143,7 +143,7 @@ def test_probe_reports_a_driver_that_does_not_open(
     assert check("--config", str(SIM), "--probe") == 1
     out, err = capsys.readouterr()
     assert err.splitlines() == [
-        f"{SIM}: drivers.sim.driver: probe: sim: cannot open: device(s) ['elbow'] disconnected"
+        f"{SIM}: drivers.sim: probe: sim: cannot open: device(s) ['elbow'] disconnected"
     ]
     assert "Traceback" not in out + err
 

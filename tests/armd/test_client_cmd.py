@@ -47,7 +47,7 @@ def state(positions: list[float], **extra: object) -> dict[str, object]:
 
 def test_joints_payload_names_the_joint_whose_value_is_wrong(setup: ArmSetup) -> None:
     args = argparse.Namespace(kind="joints", positions=["elbow_joint=1.5", "wrist_1_joint=abc"])
-    with pytest.raises(UsageError, match=r"^joints: wrist_1_joint: 'abc' is not a number"):
+    with pytest.raises(UsageError, match=r"^joints: wrist_1_joint: 'abc' must be a number"):
         goal_payload(args, "g", setup)
     args.positions = ["elbow_joint=nan"]
     with pytest.raises(UsageError, match=r"^joints: elbow_joint: 'nan' must be finite"):

@@ -18,6 +18,7 @@ import yaml
 from armd.config import build_drivers, load_config
 from armd.config_schema import DEFAULT_JERK_PER_ACCELERATION
 from armd.errors import ConfigError
+from drivers import DRIVERS
 from drivers.sim.driver import ManualClock, SimDriver, SimDriverParams
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
@@ -196,12 +197,12 @@ CASES = [
     ),
     pytest.param(
         _delete("name"),
-        "name: required option missing (the arm's name, used in MQTT topics",
+        "name: required option is missing (the arm's name, used in MQTT topics",
         id="missing-name",
     ),
     pytest.param(
         _delete("drivers", "sim", "params", "devices"),
-        "drivers.sim.params.devices: required option missing",
+        "drivers.sim.params.devices: required option is missing",
         id="missing-devices",
     ),
     pytest.param(
@@ -382,7 +383,7 @@ CASES = [
         _set("drivers", "sim", "type", value="canopen"),
         (
             "drivers.sim.type: unknown driver 'canopen'; expected one of "
-            "['dynamixel', 'odrive', 'sim']"
+            f"{sorted(DRIVERS)}"
         ),
         id="unknown-driver-type",
     ),

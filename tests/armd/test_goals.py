@@ -132,16 +132,35 @@ async def test_linear_goal_blocked_on_the_way_is_rejected_before_moving() -> Non
     assert reason.startswith("linear path infeasible at ")
 
 
-async def test_newest_goal_wins_and_every_goal_gets_a_status() -> None:
+def _nearby_pose_goal(rig: Rig, goal_id: str, dx: float) -> PoseGoal:
+    start = rig.tree.fk(rig.loop.commanded.position, "tool0")  # type: ignore[union-attr]
+    return PoseGoal(goal_id, tuple(start.translation + np.array([dx, 0.0, 0.0])))  # type: ignore[arg-type]
+
+
+async def test_joints_goals_are_planned_at_once_and_the_newest_wins_in_the_loop() -> None:
     rig, pipeline, statuses = await pipeline_rig()
     pipeline.submit(JointsGoal("a", {"elbow_joint": 1.0}))
     pipeline.submit(JointsGoal("b", {"elbow_joint": 1.2}))
     assert statuses == [
         StatusUpdate("a", GoalStatus.ACCEPTED),
+        StatusUpdate("b", GoalStatus.ACCEPTED),
+    ]
+    assert pipeline._pending is None  # nothing waits for the planning task
+    await rig.run_until(lambda: rig.final("b") is not None)
+    assert rig.final("a").status == GoalStatus.PREEMPTED  # type: ignore[union-attr]
+    assert rig.final("b").status == GoalStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+async def test_newest_pose_goal_wins_before_planning_and_every_goal_gets_a_status() -> None:
+    rig, pipeline, statuses = await pipeline_rig()
+    pipeline.submit(_nearby_pose_goal(rig, "a", 0.01))
+    pipeline.submit(_nearby_pose_goal(rig, "b", 0.02))
+    assert statuses == [
+        StatusUpdate("a", GoalStatus.ACCEPTED),
         StatusUpdate("a", GoalStatus.PREEMPTED, "superseded by b before it was planned"),
     ]
     goal = pipeline._pending
-    assert isinstance(goal, JointsGoal)
+    assert isinstance(goal, PoseGoal)
     await pipeline._handle(goal)
     assert statuses[-1] == StatusUpdate("b", GoalStatus.ACCEPTED)
     await rig.run_until(lambda: rig.final("b") is not None)
@@ -150,7 +169,7 @@ async def test_newest_goal_wins_and_every_goal_gets_a_status() -> None:
 
 async def test_stop_goes_straight_to_the_loop() -> None:
     rig, pipeline, statuses = await pipeline_rig()
-    pipeline.submit(JointsGoal("a", {"elbow_joint": 1.0}))
+    pipeline.submit(_nearby_pose_goal(rig, "a", 0.01))
     pipeline.submit(StopGoal("s"))
     assert statuses == [
         StatusUpdate("a", GoalStatus.ACCEPTED),
@@ -173,9 +192,6 @@ async def test_goals_are_refused_while_the_broker_is_away() -> None:
 async def test_a_request_reaches_the_loop_as_planned() -> None:
     rig, pipeline, statuses = await pipeline_rig()
     pipeline.submit(JointsGoal("x", {"shoulder_pan_joint": 0.4}))
-    goal = pipeline._pending
-    assert isinstance(goal, JointsGoal)
-    await pipeline._handle(goal)
     assert statuses == [StatusUpdate("x", GoalStatus.ACCEPTED)]
     assert isinstance(rig.loop.motions.pending, MoveTo)
     await rig.run_until(lambda: rig.final("x") is not None)

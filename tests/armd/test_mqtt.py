@@ -346,7 +346,7 @@ async def test_bad_payloads_get_a_rejected_status_with_the_id_and_change_nothing
         await client.wait_for(lambda ms: len([m for m in ms if m.topic == TOPICS.goal_status]) == 4)
         statuses = [m.json() for m in client.on(TOPICS.goal_status)]
     assert statuses == [
-        {"id": "g7", "status": "rejected", "reason": "position[1]: nan is not a finite number"},
+        {"id": "g7", "status": "rejected", "reason": "position[1]: nan must be a finite number"},
         {
             "id": None,
             "status": "rejected",
@@ -361,14 +361,14 @@ async def test_bad_payloads_get_a_rejected_status_with_the_id_and_change_nothing
             "id": None,
             "status": "rejected",
             "reason": (
-                "estop: engage: 'yes' is not true or false; the e-stop is engaged (fail-safe)"
+                "estop: engage: 'yes' must be true or false; the e-stop is engaged (fail-safe)"
             ),
         },
     ]
     assert daemon.goals == []
     # Fail-safe: the malformed e-stop command engaged the e-stop all the same.
     assert daemon.estops == [
-        EstopCommand(engage=True, problem="engage: 'yes' is not true or false")
+        EstopCommand(engage=True, problem="engage: 'yes' must be true or false")
     ]
     rejections = [r for r in caplog.records if "rejected" in r.getMessage()]
     assert len(rejections) == 4  # each logged once

@@ -187,7 +187,7 @@ DYNAMIXEL = ["sim-device", "dynamixel"]
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["sim-device"], "odrive or dynamixel"),
+        (["sim-device"], "odrive, dynamixel or feetech"),
         (ODRIVE, "--node-ids"),
         ([*ODRIVE, "--node-ids", "64"], "[0, 63]"),
         ([*ODRIVE, "--node-ids", "0", "--channel", "can0"], "multicast group"),

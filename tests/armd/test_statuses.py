@@ -65,9 +65,9 @@ def test_a_final_status_before_acceptance_is_preceded_by_accepted() -> None:
 def test_rejected_is_first_and_final() -> None:
     statuses, sent = ledger()
     statuses.receive("r")
-    statuses.report(StatusUpdate("r", R, "position[0]: nan is not a finite number"))
+    statuses.report(StatusUpdate("r", R, "position[0]: nan must be a finite number"))
     statuses.report(StatusUpdate("r", AB, "late"))  # a bug upstream: dropped
-    assert sent == [StatusUpdate("r", R, "position[0]: nan is not a finite number")]
+    assert sent == [StatusUpdate("r", R, "position[0]: nan must be a finite number")]
     assert statuses.contract_violations == 1
 
 

@@ -172,6 +172,35 @@ def test_limiter_never_exceeds_position_velocity_or_acceleration(
         previous, previous_v = position, velocity
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    wanted=st.lists(st.lists(st.floats(-10, 10), min_size=3, max_size=3), min_size=1, max_size=30),
+    start=st.lists(st.floats(-4, 4), min_size=3, max_size=3),
+    holds=st.integers(1, 200),
+)
+def test_the_limiters_holding_fast_path_equals_its_full_computation(
+    wanted: list[list[float]], start: list[float], holds: int
+) -> None:
+    """Holding (asking for the position it last returned) skips the computation; a twin limiter
+    asked for an equal copy (no fast path) must give the same commands and keep the same state."""
+    lower, upper = np.array([-1.0, -2.0, -3.0]), np.array([1.0, 2.0, 3.0])
+    fast, full = (
+        SetpointLimiter(lower, upper, LIMITS.velocity, LIMITS.acceleration, DT) for _ in range(2)
+    )
+    for limiter in (fast, full):
+        limiter.reset(np.array(start))
+    for w in wanted:
+        fast.apply(np.array(w), np.zeros(3))
+        full.apply(np.array(w), np.zeros(3))
+    for _ in range(holds):
+        position, velocity = fast.apply(fast.position, np.zeros(3))
+        expected = full.apply(full.position.copy(), np.zeros(3))
+        np.testing.assert_array_equal(position, expected[0])
+        np.testing.assert_array_equal(velocity, expected[1])
+    for name in ("position", "velocity", "lower", "upper"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(full, name))
+
+
 def test_limiter_passes_feasible_setpoints_unchanged() -> None:
     motion = JointMotion(Setpoint.at_rest(np.zeros(3)), np.array([0.9, -1.5, 2.5]), LIMITS)
     limiter = SetpointLimiter(

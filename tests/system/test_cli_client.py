@@ -69,7 +69,7 @@ def test_goal_shows_its_progress_while_it_waits(arm: Rig) -> None:
 
 def test_goal_names_the_joint_whose_value_is_not_a_number(arm: Rig) -> None:
     done = armd("goal", "--config", arm.config, "joints", "elbow_joint=abc")
-    assert_one_line_error(done, 2, "goal joints: elbow_joint: 'abc' is not a number (rad or m)")
+    assert_one_line_error(done, 2, "goal joints: elbow_joint: 'abc' must be a number (rad or m)")
 
 
 def test_watch_once_shows_joints_against_their_limits(arm: Rig) -> None:

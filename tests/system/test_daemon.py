@@ -292,9 +292,9 @@ MALFORMED = [
     pytest.param('{"type": "joints", "positions": {"elbow_joint": 1.0}}', None,
                  r"^id: required field is missing", id="missing-id"),
     pytest.param('{"id": "m-nan", "type": "pose", "position": [NaN, 0, 0]}', "m-nan",
-                 r"^position\[0\]: nan is not a finite number", id="nan"),
+                 r"^position\[0\]: nan must be a finite number", id="nan"),
     pytest.param('{"id": "m-inf", "type": "joints", "positions": {"elbow_joint": Infinity}}',
-                 "m-inf", r"^positions\.elbow_joint: inf is not a finite number", id="infinity"),
+                 "m-inf", r"^positions\.elbow_joint: inf must be a finite number", id="infinity"),
     pytest.param('{"id": "m-joint", "type": "joints", "positions": {"elbo_joint": 0.1}}',
                  "m-joint", r"^positions\.elbo_joint: unknown joint", id="unknown-joint"),
     pytest.param('{"id": "m-link", "type": "pose", "position": [0.4, 0.1, 0.4], '
