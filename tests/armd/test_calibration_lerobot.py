@@ -196,7 +196,7 @@ def test_files_that_are_not_lerobot_calibrations(
             f"{lerobot}:1:9: invalid JSON: Expecting property name enclosed in double quotes",
         ),
         ("[1, 2]", f"{lerobot}: a LeRobot calibration is a JSON object of motors by name"),
-        ('{"gripper": {"id": 6}}', f"{lerobot}: gripper.drive_mode: required option missing"),
+        ('{"gripper": {"id": 6}}', f"{lerobot}: gripper.drive_mode: required option is missing"),
     ]:
         lerobot.write_text(text)
         assert calibrate(config, "--import-lerobot", str(lerobot)) == 1

@@ -381,10 +381,7 @@ CASES = [
     # drivers and devices
     pytest.param(
         _set("drivers", "sim", "type", value="canopen"),
-        (
-            "drivers.sim.type: unknown driver 'canopen'; expected one of "
-            f"{sorted(DRIVERS)}"
-        ),
+        (f"drivers.sim.type: unknown driver 'canopen'; expected one of {sorted(DRIVERS)}"),
         id="unknown-driver-type",
     ),
     pytest.param(
