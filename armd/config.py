@@ -175,10 +175,34 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
         calibrated = apply_calibration(problems, config, checked.limits, units)
         limits = {**limits, **calibrated.limits} if calibrated else limits
     tree = checked.tree.with_limits(limits)
+    _check_gripper(config, tree, problems)
+    if problems.items:
+        raise problems.error()
     if kernels:
         load_kernels()
     setup = _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls, calibrated)
     return setup
+
+
+def _check_gripper(config: ArmConfig, tree: KinematicTree, problems: Problems) -> None:
+    """The gripper is a driven joint whose open and closed positions are within its limits."""
+    gripper = config.gripper
+    if gripper is None:
+        return
+    if gripper.joint not in config.joints:
+        problems.add(
+            ("gripper", "joint"),
+            f"{gripper.joint!r} is not a driven joint; joints: {', '.join(config.joints)}",
+        )
+        return
+    limit = tree.limits[gripper.joint]
+    for option in ("open", "closed"):
+        value = getattr(gripper, option)
+        if not limit.lower <= value <= limit.upper:
+            problems.add(
+                ("gripper", option),
+                f"{value:g} is outside the joint's limits [{limit.lower:g}, {limit.upper:g}]",
+            )
 
 
 def _setup(

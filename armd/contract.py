@@ -77,7 +77,7 @@ MAX_ID_LENGTH = 128
 MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruckig cannot plan with
 MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
 MAX_JOINT_POSITION = 1000.0  # rad or m
-GOAL_TYPES = ("pose", "joints", "keypoints", "stop")
+GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "stop")
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,6 +65,15 @@ def superseded(by: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Grip:
+    """Closing a gripper: once the device effort of joint `joint` (q index) reaches `effort` (in
+    the device's units), the motion stops there and its goal succeeds, holding the object."""
+
+    joint: int
+    effort: float
+
+
+@dataclass(frozen=True, slots=True)
 class MoveTo:
     """Move every joint to `target` and stop there. The goal succeeds when every joint is within
     `tolerance` (rad or m, per joint; None: the loop's `joint_tolerance`) of it."""
@@ -73,6 +82,7 @@ class MoveTo:
     target: Array
     limits: MotionLimits
     tolerance: Array | None = None
+    grip: Grip | None = None
 
 
 @dataclass(frozen=True, slots=True)

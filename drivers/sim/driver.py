@@ -337,6 +337,7 @@ class SimDriver(Driver):
             timestamp=now + link.delay_s,
             fault=self._fault(device.motor),
             enabled=device.motor.enabled,
+            effort=device.motor.effort,
         )
 
     def _follow_hand(self, path: str) -> None:

@@ -42,6 +42,7 @@ __all__ = ["LinkFaults", "MotorFaults", "MotorParams", "MotorSample", "Simulated
 # exactly k·step_s (up to rounding) counts as tick k.
 _TICK_EPSILON = 1e-9
 _SETTLED = 1e-12  # rad, rad/s: closer than this to rest on target, the motor is settled
+EFFORT_PER_RAD = 2.0  # a simulated drive reaches its stall torque at 0.5 rad of position error
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,11 +134,15 @@ class MotorFaults:
         Not a latched fault: it lasts while set.
     stuck: the shaft does not move whatever is commanded (mechanical jam); the drive stays enabled.
         Not a latched fault: it lasts while set.
+    block_at: an obstacle at this shaft position (an object between a gripper's fingers, an end
+        stop): the shaft stops there instead of passing it, from either side, while the drive
+        keeps pushing (`SimulatedMotor.effort` rises). None: no obstacle.
     """
 
     fault_code: int = 0
     frozen_encoder: bool = False
     stuck: bool = False
+    block_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -206,6 +211,7 @@ class SimulatedMotor:
         self._ticks = 0
         self._last_command_time = self._origin
         self._frozen_position: float | None = None
+        self._block_side = 0.0  # which side of `faults.block_at` the shaft is on (0: unknown)
         # Per-tick constants of the control loops (the tick is the hot path of every simulation).
         p = self.params
         self._velocity_blend = 1.0 - math.exp(-p.velocity_gain * p.step_s)  # exact first order
@@ -330,7 +336,7 @@ class SimulatedMotor:
         if self.faults.stuck:
             self.velocity = 0.0
             return
-        previous = self.velocity
+        previous, was_at = self.velocity, self.position
         if self.enabled:
             setpoint = _clamp(
                 self.velocity_ff + self._position_loop(self.target - self.position), p.max_velocity
@@ -341,6 +347,20 @@ class SimulatedMotor:
         self.velocity = previous + _clamp(change, self._max_velocity_change)
         # Exact for the constant acceleration held during the tick.
         self.position += 0.5 * (previous + self.velocity) * p.step_s
+        block = self.faults.block_at
+        if block is not None:
+            if was_at != block:
+                self._block_side = math.copysign(1.0, was_at - block)
+            if (self.position - block) * self._block_side < 0.0:
+                self.position, self.velocity = block, 0.0  # against the obstacle
+
+    @property
+    def effort(self) -> float:
+        """The drive's effort, a signed fraction of its stall torque: proportional to the
+        position error while enabled (`EFFORT_PER_RAD`), saturating at 1; 0 with torque off."""
+        if not self.enabled:
+            return 0.0
+        return _clamp((self.target - self.position) * EFFORT_PER_RAD, 1.0)
 
     def _position_loop(self, error: float) -> float:
         """The position loop's velocity demand for a position error (rad -> rad/s): linear within
