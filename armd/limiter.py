@@ -82,7 +82,9 @@ class SetpointLimiter:
 
     def relieve(self, joint: int, position: float) -> tuple[Array, Array]:
         """Put `joint` at rest at `position` (where it is, when it cannot move: a stall), the
-        other joints unchanged; the new (position, velocity). Bounds widen to include it."""
+        other joints unchanged; the new (position, velocity). Bounds widen to include it. Like
+        `reset`, for that joint: counted in `resets`."""
+        self.resets += 1
         self.position = self.position.copy()
         self.velocity = self.velocity.copy()
         self.position[joint], self.velocity[joint] = position, 0.0

@@ -53,6 +53,7 @@ __all__ = ["ControlLoop", "LoopSettings"]
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 SHUTDOWN_STOP_TIMEOUT_S = 5.0
+BLOCKED_VELOCITY = 0.05  # rad/s (m/s): a gripper slower than this at its grip is on its object
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,11 +373,12 @@ class ControlLoop:
 
     def _track_goal(self, measured: MeasuredState) -> None:
         ended = self.motions.track(measured, self.tick_count)
-        if ended is Ended.HELD:  # the gripper stays commanded where it pressed on its object
+        if ended is Ended.HELD:
             assert self.commanded is not None
             assert self.motions.grip is not None
             joint = self.motions.grip.joint
-            self._relieve(joint, self.commanded.position[joint])
+            if abs(measured.velocity[joint]) < BLOCKED_VELOCITY:  # on its object: stay there
+                self._relieve(joint, self.commanded.position[joint])
             self._stop_motion(self.motions.held_reason(measured), GoalStatus.SUCCEEDED)
         elif ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
             self._disable_pending = self.settings.disable_on_fault and self._enabled
