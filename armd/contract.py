@@ -10,6 +10,7 @@ neither pydantic nor aiomqtt, so that a client that only publishes starts fast.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +131,9 @@ def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
         "t": telemetry.t,
         "mode": telemetry.mode.value,
         "missed_ticks": telemetry.missed_ticks,
-        "joints": {
-            name: {"position": p, "velocity": v} for name, (p, v) in telemetry.joints.items()
+        "joints": {  # "effort" only where the device reports one (JSON has no NaN)
+            name: {"position": p, "velocity": v} | ({"effort": e} if math.isfinite(e) else {})
+            for name, (p, v, e) in telemetry.joints.items()
         },
         "tcp": {
             "link": telemetry.tcp_link,

@@ -144,14 +144,14 @@ class Daemon:
     def publish_telemetry(self, sample: Sample) -> None:
         """``state``: the measured joints and the forward kinematics of the tool link."""
         setup = self.setup
-        q, velocity = sample.values[0], sample.values[1]
+        q, velocity, effort = sample.values[0], sample.values[1], sample.measured_effort
         pose = setup.tree.fk(np.nan_to_num(q), setup.tool_link)
         self.bridge.publish_telemetry(
             Telemetry(
                 t=sample.t,
                 mode=sample.mode,
                 joints={
-                    name: (float(q[i]), float(velocity[i]))
+                    name: (float(q[i]), float(velocity[i]), float(effort[i]))
                     for i, name in enumerate(setup.tree.joint_names)
                 },
                 tcp_link=setup.tool_link,

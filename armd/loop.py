@@ -407,8 +407,10 @@ class ControlLoop:
             self._emit(ModeChanged(mode))
 
     def _sample(self, measured: MeasuredState, now: float) -> Sample:
-        values = np.full((5, len(self.joint_names)), np.nan)
+        values = np.full((6, len(self.joint_names)), np.nan)
         values[0], values[1] = measured.position, measured.velocity
+        if measured.effort is not None:
+            values[5] = measured.effort
         commanded = self.commanded
         if commanded is not None:
             values[2], values[3], values[4] = (

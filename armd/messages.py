@@ -77,7 +77,7 @@ class Telemetry:
 
     t: float  # s, the daemon's monotonic clock
     mode: Mode
-    joints: Mapping[str, tuple[float, float]]  # name -> (position, velocity)
+    joints: Mapping[str, tuple[float, float, float]]  # name -> (position, velocity, effort)
     tcp_link: str
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]

@@ -161,8 +161,9 @@ class Sample:
     t: s, the tick's time (`time.monotonic`, the same clock in both processes);
     taken: how many motion commands the loop has taken in (the daemon counts those it sent);
     busy: moving, or a motion command waits for the next tick;
-    values: (5, n) rows: measured position and velocity, commanded position, velocity and
-        acceleration; NaN rows while there is no measurement or no command.
+    values: (6, n) rows: measured position and velocity, commanded position, velocity and
+        acceleration, measured effort (device units); NaN rows while there is no measurement or
+        no command, NaN efforts where the device reports none.
     """
 
     tick: int
@@ -177,7 +178,7 @@ class Sample:
 
     @classmethod
     def initial(cls, dof: int) -> Sample:
-        return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((5, dof), np.nan))
+        return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((6, dof), np.nan))
 
     @property
     def measured_position(self) -> Array | None:
@@ -193,6 +194,11 @@ class Sample:
     def commanded_position(self) -> Array | None:
         row = self.values[2]
         return row if np.all(np.isfinite(row)) else None
+
+    @property
+    def measured_effort(self) -> Array:
+        row: Array = self.values[5]
+        return row
 
     @property
     def commanded_velocity(self) -> Array:

@@ -1,7 +1,8 @@
 """The shipped SO-101 config as its README comment says to run it without the arm: the simulated
 STS3215 chain (``armd sim-device feetech``) in its own process, ``armd run`` on
 ``config/so101.yaml`` with its real ``feetech`` driver, on a real Mosquitto: the arm comes up
-holding, a joints goal and gripper goals (close, open) succeed."""
+holding, a joints goal and gripper goals (close, open) succeed, and each joint's Feetech load
+reaches ``state`` as its effort."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def so101(spawn: Spawn, tmp_path: Path) -> Iterator[MqttProbe]:
 def test_the_so101_config_drives_the_simulated_arm_and_its_gripper(so101: MqttProbe) -> None:
     final = so101.run_goal({"id": "j", "type": "joints", "positions": {"elbow_flex": 0.5}})
     assert final["status"] == "succeeded", final
-    assert joint_positions(so101.latest_state())["elbow_flex"] == pytest.approx(0.5, abs=0.01)
+    state = so101.latest_state()
+    assert joint_positions(state)["elbow_flex"] == pytest.approx(0.5, abs=0.01)
+    assert all(-1.0 <= joint["effort"] <= 1.0 for joint in state["joints"].values()), state
 
     close = so101.run_goal({"id": "close", "type": "gripper", "position": "close"})
     assert close["status"] == "succeeded", close  # nothing between the fingers: fully closed
