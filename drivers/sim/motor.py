@@ -46,6 +46,7 @@ __all__ = ["LinkFaults", "MotorFaults", "MotorParams", "MotorSample", "Simulated
 # exactly k·step_s (up to rounding) counts as tick k.
 _TICK_EPSILON = 1e-9
 _SETTLED = 1e-12  # rad, rad/s: closer than this to rest on target, the motor is settled
+EFFORT_PER_RAD = 2.0  # a simulated drive reaches its stall torque at 0.5 rad of position error
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,11 +142,15 @@ class MotorFaults:
         Not a latched fault: it lasts while set.
     stuck: the shaft does not move whatever is commanded (mechanical jam); the drive stays enabled.
         Not a latched fault: it lasts while set.
+    block_at: an obstacle at this shaft position (an object between a gripper's fingers, an end
+        stop): the shaft stops there instead of passing it, from either side, while the drive
+        keeps pushing (`SimulatedMotor.effort` rises). None: no obstacle.
     """
 
     fault_code: int = 0
     frozen_encoder: bool = False
     stuck: bool = False
+    block_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -217,6 +222,7 @@ class SimulatedMotor:
         self._ticks = 0
         self._last_command_time = self._origin
         self._frozen_position: float | None = None
+        self._block_side = 0.0  # which side of `faults.block_at` the shaft is on (0: unknown)
         # Per-tick constants of the control loops (the tick is the hot path of every simulation).
         p = self.params
         self._velocity_blend = 1.0 - math.exp(-p.velocity_gain * p.step_s)  # exact first order
@@ -290,6 +296,16 @@ class SimulatedMotor:
         self.faults.fault_code = 0
         self.watchdog_expired = False
 
+    def move_by_hand(self, position: float) -> None:
+        """A hand puts the shaft at `position` (rad) and lets go: only with torque off (a motor in
+        closed loop holds against the hand: nothing happens). Raises `DriverConfigError` for a
+        non-finite position."""
+        if not math.isfinite(position):
+            raise DriverConfigError(f"move_by_hand: position {position} rad must be finite")
+        self.advance()
+        if not self.enabled and not self.faults.stuck:
+            self.position, self.velocity = position, 0.0
+
     def sample(self) -> MotorSample:
         """Advance to the clock's time and read the encoder."""
         self.advance()
@@ -355,7 +371,7 @@ class SimulatedMotor:
             self.velocity = 0.0
             self.torque = self._impedance_torque() if impedance is not None else 0.0
             return
-        previous = self.velocity
+        previous, was_at = self.velocity, self.position
         if impedance is not None:
             self.torque = self._impedance_torque()
             change = self.torque / p.inertia * p.step_s
@@ -363,6 +379,7 @@ class SimulatedMotor:
                 previous + _clamp(change, self._max_velocity_change), p.max_velocity
             )
             self.position += 0.5 * (previous + self.velocity) * p.step_s
+            self._stop_at_obstacle(was_at)
             return
         if self.enabled:
             setpoint = _clamp(
@@ -375,6 +392,24 @@ class SimulatedMotor:
         self.torque = p.inertia * (self.velocity - previous) / p.step_s
         # Exact for the constant acceleration held during the tick.
         self.position += 0.5 * (previous + self.velocity) * p.step_s
+        self._stop_at_obstacle(was_at)
+
+    def _stop_at_obstacle(self, was_at: float) -> None:
+        """The shaft does not pass `faults.block_at` (it was at `was_at` before this tick)."""
+        block = self.faults.block_at
+        if block is not None:
+            if was_at != block:
+                self._block_side = math.copysign(1.0, was_at - block)
+            if (self.position - block) * self._block_side < 0.0:
+                self.position, self.velocity = block, 0.0  # against the obstacle
+
+    @property
+    def effort(self) -> float:
+        """The drive's effort, a signed fraction of its stall torque: proportional to the
+        position error while enabled (`EFFORT_PER_RAD`), saturating at 1; 0 with torque off."""
+        if not self.enabled:
+            return 0.0
+        return _clamp((self.target - self.position) * EFFORT_PER_RAD, 1.0)
 
     def _impedance_torque(self) -> float:
         imp = self._impedance
