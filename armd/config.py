@@ -5,7 +5,8 @@ resolves it into everything the daemon constructs itself from (`ArmSetup`).
 Every problem is collected and reported at once in one `ConfigError`, one line per problem, in
 file order: ``<file>:<line>: <path>: <message>``, e.g.
 ``arm.yaml:14: joints.elbow.gear_ratio: -3 must be > 0``.
-Relative paths in the file (model, password and TLS files, lock file) start at its folder.
+Relative paths in the file (model, calibration, password and TLS files, lock file) start at its
+folder. A calibration file, if named, is applied: see `armd.calibration`.
 """
 
 from __future__ import annotations
@@ -13,18 +14,18 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 from pydantic import SecretStr, ValidationError
 
 from armd.broker import MqttSettings
+from armd.calibration import Calibrated, apply_calibration, position_units
 from armd.config_checks import Problems, cross_check, params_models, resolve_path
 from armd.config_schema import (
     DEFAULT_JERK_PER_ACCELERATION,
@@ -35,9 +36,9 @@ from armd.config_schema import (
     SafetyConfig,
     describe_errors,
 )
-from armd.errors import ConfigError
 from armd.transmission import ArmTransmission, Transmission
 from armd.wiring import DriverSetup
+from armd.yaml_doc import read_yaml
 from drivers import Clock, Driver, load_driver_class
 from kinematics import JointLimits, KinematicTree
 from kinematics.compiled import load_kernels
@@ -70,6 +71,8 @@ class ArmSetup:
     jerk: (dof,) read-only jerk limits in q order, rad/s³ (m/s³): the configured ones, else
         `DEFAULT_JERK_PER_ACCELERATION` × the acceleration limit.
     transmission: joint ↔ motor mapping of every driven joint; fixed joints are held there.
+    calibration: the calibration applied (its offsets are in `transmission`, its ranges in
+        `tree.limits`), or None.
     drivers: by name, in file order. `build_drivers` constructs them.
     """
 
@@ -83,6 +86,7 @@ class ArmSetup:
     drivers: Mapping[str, DriverSetup]
     mqtt: MqttSettings
     lock_file: Path
+    calibration: Calibrated | None = None
 
     @property
     def name(self) -> str:
@@ -142,7 +146,7 @@ def build_drivers(setup: ArmSetup, clock: Clock = time.monotonic) -> dict[str, D
 # -- loading -------------------------------------------------------------------------------------
 
 
-def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
+def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = True) -> ArmSetup:
     """Read, validate and resolve the config file at `path`.
 
     Raises `ConfigError` listing every problem, one line each (see the module docstring). Files
@@ -150,9 +154,11 @@ def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
     With `kernels` the compiled kinematics kernels are loaded too (`kinematics.compiled`; compiled
     first when numba's cache is cold), so that the control loop's first FK does not wait for
     them; commands that only read the config (``check``, ``goal``) pass False and start fast.
+    With `calibration` (the default) the config's calibration file, if it names one, is read and
+    applied (`armd.calibration`); ``armd calibrate`` passes False to record a new one.
     """
     path = Path(path)
-    data, lines = _read_yaml(path)
+    data, lines = read_yaml(path)
     problems = Problems(path, lines)
     config: ArmConfig | None = None
     try:
@@ -163,10 +169,40 @@ def load_config(path: str | Path, *, kernels: bool = True) -> ArmSetup:
     password, tls = _mqtt_files(checked.mqtt, path.parent, problems)
     if problems.items or config is None or checked.tree is None or checked.tool_link is None:
         raise problems.error()
-    tree = checked.tree.with_limits(checked.limits)
+    limits, calibrated = checked.limits, None
+    if calibration:
+        units = position_units(checked.tree)
+        calibrated = apply_calibration(problems, config, checked.limits, units)
+        limits = {**limits, **calibrated.limits} if calibrated else limits
+    tree = checked.tree.with_limits(limits)
+    _check_gripper(config, tree, problems)
+    if problems.items:
+        raise problems.error()
     if kernels:
         load_kernels()
-    return _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls)
+    setup = _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls, calibrated)
+    return setup
+
+
+def _check_gripper(config: ArmConfig, tree: KinematicTree, problems: Problems) -> None:
+    """The gripper is a driven joint whose open and closed positions are within its limits."""
+    gripper = config.gripper
+    if gripper is None:
+        return
+    if gripper.joint not in config.joints:
+        problems.add(
+            ("gripper", "joint"),
+            f"{gripper.joint!r} is not a driven joint; joints: {', '.join(config.joints)}",
+        )
+        return
+    limit = tree.limits[gripper.joint]
+    for option in ("open", "closed"):
+        value = getattr(gripper, option)
+        if not limit.lower <= value <= limit.upper:
+            problems.add(
+                ("gripper", option),
+                f"{value:g} is outside the joint's limits [{limit.lower:g}, {limit.upper:g}]",
+            )
 
 
 def _setup(
@@ -177,12 +213,17 @@ def _setup(
     jerk_limits: Mapping[str, float],
     password: SecretStr | None,
     tls: TlsSetup | None,
+    calibrated: Calibrated | None,
 ) -> ArmSetup:
-    """The setup of a config that passed every check; `tree` has its effective limits."""
+    """The setup of a config that passed every check; `tree` has its effective limits, and the
+    calibrated offsets, if any, replace the configured ones."""
+    offsets = calibrated.offsets if calibrated else {}
     transmission = ArmTransmission(
         tree.joint_names,
         [
-            Transmission(joint, j.driver, j.device, j.gear_ratio, j.sign, j.offset)
+            Transmission(
+                joint, j.driver, j.device, j.gear_ratio, j.sign, offsets.get(joint, j.offset)
+            )
             for joint, j in config.joints.items()
         ],
         config.fixed_joints,
@@ -209,6 +250,7 @@ def _setup(
             if config.lock_file is None
             else resolve_path(path.parent, config.lock_file)
         ),
+        calibration=calibrated,
     )
 
 
@@ -300,67 +342,3 @@ def _read_password(path: Path, problems: Problems) -> SecretStr | None:
     if path.stat().st_mode & 0o004:  # the path is safe to log, the content never
         _log.warning("%s: the MQTT password file is readable by every user; chmod o-r it", path)
     return SecretStr(password)
-
-
-# -- reading YAML ----------------------------------------------------------------------------------
-
-
-class _Loader(yaml.SafeLoader):
-    """A safe loader that refuses duplicate keys (PyYAML would silently keep the last one)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        seen: dict[object, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            if isinstance(key, Hashable) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None,
-                    None,
-                    f"duplicate key {key!r} (first at line {seen[key]})",
-                    key_node.start_mark,
-                )
-            if isinstance(key, Hashable):
-                seen[key] = key_node.start_mark.line + 1
-        return super().construct_mapping(node, deep=deep)
-
-
-def _read_yaml(path: Path) -> tuple[dict[str, object], dict[Loc, int]]:
-    """The document at `path` and the line of each of its keys, by path. Raises `ConfigError`."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        data = None if node is None else loader.construct_document(node)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        context = f" ({exc.context}" if exc.context else ""
-        if context and exc.context_mark is not None and exc.context_mark is not mark:
-            context += f" at line {exc.context_mark.line + 1}"
-        context += ")" if context else ""
-        raise ConfigError(f"{where}: invalid YAML: {exc.problem}{context}") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: invalid YAML: {exc}") from exc
-    finally:
-        loader.dispose()
-    if node is None or not isinstance(data, dict):
-        got = "an empty file" if data is None else f"a {type(data).__name__}"
-        raise ConfigError(f"{path}: the top level must be a mapping of options, got {got}")
-    lines: dict[Loc, int] = {}
-    _key_lines(node, (), lines)
-    return data, lines
-
-
-def _key_lines(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode):
-                lines[(*loc, str(key.value))] = key.start_mark.line + 1
-                _key_lines(value, (*loc, str(key.value)), lines)

@@ -33,12 +33,14 @@ __all__ = [
     "DEFAULT_JERK_PER_ACCELERATION",
     "ArmConfig",
     "DriverConfig",
+    "GripperConfig",
     "JointConfig",
     "LimitsConfig",
     "Loc",
     "MotionConfig",
     "MqttConfig",
     "SafetyConfig",
+    "StallConfig",
     "TlsConfig",
     "describe_errors",
 ]
@@ -77,6 +79,38 @@ class LimitsConfig(_Section):
         return upper
 
 
+class StallConfig(_Section):
+    """Stall protection of one joint: its device's effort at or above `effort` while the joint
+    moves slower than `velocity` for `time_s` faults ``stall`` (docs/safety.md)."""
+
+    effort: float = _positive(
+        None, "|effort| that counts, in the device's effort units (feetech, sim: fraction of stall)"
+    )
+    time_s: float = _positive(0.5, "how long the effort may last while not moving, s")
+    velocity: float = _positive(0.05, "below this speed the joint counts as not moving, rad/s")
+
+
+class GripperConfig(_Section):
+    """The joint that is the gripper, for ``gripper`` goals (docs/mqtt.md)."""
+
+    joint: str = Field(description="a driven joint")
+    open: float = Field(description="the joint's position when open, rad or m", allow_inf_nan=False)
+    closed: float = Field(description="its position when closed, rad or m", allow_inf_nan=False)
+    max_effort: float = _positive(
+        1.0, "the device's effort at a full grip (goal effort 1), in its effort units"
+    )
+    effort: float = Field(
+        0.5, gt=0.0, le=1.0, description="a goal's grip effort when it names none, 0..1"
+    )
+
+    @field_validator("closed")
+    @classmethod
+    def _apart(cls, closed: float, info: ValidationInfo) -> float:
+        if closed == info.data.get("open"):
+            raise ValueError(f"{closed:g} must differ from open")
+        return closed
+
+
 class JointConfig(_Section):
     """How one model joint is driven: ``motor = sign * gear_ratio * (joint - offset)``."""
 
@@ -86,12 +120,18 @@ class JointConfig(_Section):
     sign: Literal[1, -1] = 1
     offset: float = Field(0.0, description="joint position (rad or m) where the motor reads 0")
     limits: LimitsConfig = LimitsConfig()
+    stall: StallConfig | None = Field(None, description="stall protection; null: none")
+    calibrated: bool = Field(
+        True,
+        description="with a calibration file: it must give this joint's offset and range "
+        "(false: the joint keeps its configured offset, e.g. an absolute encoder)",
+    )
 
 
 class DriverConfig(_Section):
     """One bus: its driver `type` and the parameters that driver's `Params` model validates."""
 
-    type: str = Field(description="the driver: sim, odrive, dynamixel or feetech")
+    type: str = Field(description="the driver: sim, odrive, mit, dynamixel or feetech")
     params: DriverParams = Field(description="the driver's parameters, with its devices")
 
     @field_validator("type")
@@ -213,6 +253,10 @@ class ArmConfig(_Section):
     broker_loss: Literal["finish", "stop"] = "stop"
     mqtt: MqttConfig = MqttConfig()
     lock_file: str | None = Field(None, description="default: /run/armd/<name>.lock")
+    calibration: str | None = Field(
+        None, min_length=1, description="the calibration file (docs/calibration.md)"
+    )
+    gripper: GripperConfig | None = Field(None, description="the gripper joint; null: none")
 
     @field_validator("fixed_joints", "safety", "motion", "mqtt", mode="before")
     @classmethod

@@ -10,6 +10,7 @@ neither pydantic nor aiomqtt, so that a client that only publishes starts fast.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,7 @@ MAX_ID_LENGTH = 128
 MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruckig cannot plan with
 MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
 MAX_JOINT_POSITION = 1000.0  # rad or m
-GOAL_TYPES = ("pose", "joints", "keypoints", "stop")
+GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +131,9 @@ def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
         "t": telemetry.t,
         "mode": telemetry.mode.value,
         "missed_ticks": telemetry.missed_ticks,
-        "joints": {
-            name: {"position": p, "velocity": v} for name, (p, v) in telemetry.joints.items()
+        "joints": {  # "effort" only where the device reports one (JSON has no NaN)
+            name: {"position": p, "velocity": v} | ({"effort": e} if math.isfinite(e) else {})
+            for name, (p, v, e) in telemetry.joints.items()
         },
         "tcp": {
             "link": telemetry.tcp_link,

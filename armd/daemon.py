@@ -29,7 +29,7 @@ import numpy as np
 from armd.config import ArmSetup
 from armd.control_client import ControlClient
 from armd.errors import ArmdError
-from armd.goals import GoalPipeline, PlanSettings
+from armd.goals import GoalPipeline, Gripper, PlanSettings
 from armd.lock import InstanceLock
 from armd.loop import SHUTDOWN_STOP_TIMEOUT_S
 from armd.messages import EstopCommand, Goal, Mode, StatusUpdate, Telemetry
@@ -74,7 +74,15 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
         fixed_joints=frozenset(setup.fixed_joints),
         joint_tolerance=safety.joint_tolerance,
         poll_s=1.0 / setup.loop_hz,
+        gripper=_gripper(setup),
     )
+
+
+def _gripper(setup: ArmSetup) -> Gripper | None:
+    gripper = setup.config.gripper
+    if gripper is None:
+        return None
+    return Gripper(gripper.joint, gripper.open, gripper.closed, gripper.max_effort, gripper.effort)
 
 
 class Daemon:
@@ -136,14 +144,14 @@ class Daemon:
     def publish_telemetry(self, sample: Sample) -> None:
         """``state``: the measured joints and the forward kinematics of the tool link."""
         setup = self.setup
-        q, velocity = sample.values[0], sample.values[1]
+        q, velocity, effort = sample.values[0], sample.values[1], sample.measured_effort
         pose = setup.tree.fk(np.nan_to_num(q), setup.tool_link)
         self.bridge.publish_telemetry(
             Telemetry(
                 t=sample.t,
                 mode=sample.mode,
                 joints={
-                    name: (float(q[i]), float(velocity[i]))
+                    name: (float(q[i]), float(velocity[i]), float(effort[i]))
                     for i, name in enumerate(setup.tree.joint_names)
                 },
                 tcp_link=setup.tool_link,

@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from armd.messages import (
     Goal,
     GoalStatus,
+    GripperGoal,
     JointsGoal,
     KeypointsGoal,
     Mode,
@@ -35,7 +36,7 @@ from armd.messages import (
     StopGoal,
 )
 from armd.payloads import MIN_SPEED
-from armd.protocol import FollowPath, LoopPort, Move, MoveTo, Sample, Stop, superseded
+from armd.protocol import FollowPath, Grip, LoopPort, Move, MoveTo, Sample, Stop, superseded
 from armd.ratelimit import RateLimiter
 from armd.statuses import StatusLedger
 from armd.trajectory import MotionLimits, PlanningError, plan_path
@@ -44,10 +45,11 @@ from kinematics.ik import IKOptions
 from kinematics.mapping import MappingOptions, map_chain
 from kinematics.quaternion import quat_conj, quat_mul, quat_to_axis_angle
 
-__all__ = ["GoalPipeline", "PlanSettings", "Rejected"]
+__all__ = ["GoalPipeline", "Gripper", "PlanSettings", "Rejected"]
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
+Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal
 PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
 MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm step
 # rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
@@ -56,6 +58,18 @@ MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm
 KEYPOINTS_TOLERANCE = 0.05
 _KEYPOINTS_OPTIONS = MappingOptions(tolerance=KEYPOINTS_TOLERANCE)
 BROKER_LOST = "the broker connection was lost; goals are refused until it is back"
+
+
+@dataclass(frozen=True, slots=True)
+class Gripper:
+    """The gripper joint (`GripperGoal`): its positions open and closed, the device effort of a
+    full grip, and the default grip (0..1)."""
+
+    joint: str
+    open: float
+    closed: float
+    max_effort: float
+    effort: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +84,7 @@ class PlanSettings:
     stop_wait_s: float = 10.0  # how long a linear goal waits for the arm to come to rest
     joint_tolerance: float = 0.005  # rad: the loop's success tolerance for joint targets
     poll_s: float = 0.004  # s: how often a linear goal looks whether the arm is at rest
+    gripper: Gripper | None = None
 
 
 class Rejected(Exception):  # noqa: N818 (an outcome carried through the planner, not an error)
@@ -94,7 +109,7 @@ class GoalPipeline:
         self.limits = limits
         self.settings = settings
         self.statuses = statuses
-        self._pending: PoseGoal | JointsGoal | KeypointsGoal | None = None
+        self._pending: Planned | None = None
         self._wakeup = asyncio.Event()
         self._sequence = 0
         self.accepting = True  # False while the broker is away and `broker_loss: stop`
@@ -116,7 +131,7 @@ class GoalPipeline:
         if isinstance(goal, StopGoal):
             self.port.send(Stop(goal.goal_id))
             return
-        if isinstance(goal, JointsGoal):  # planned in microseconds: here, without a hand-off
+        if isinstance(goal, JointsGoal | GripperGoal):  # microseconds: here, without a hand-off
             try:
                 request = self.plan(goal)
             except Exception as exc:
@@ -147,7 +162,7 @@ class GoalPipeline:
         if goal is not None:
             await self._handle(goal)
 
-    async def _handle(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> None:
+    async def _handle(self, goal: Planned) -> None:
         sequence = self._sequence
         try:
             if isinstance(goal, PoseGoal) and goal.motion == "linear":
@@ -158,7 +173,7 @@ class GoalPipeline:
             return
         self._send(goal, sequence, request)
 
-    def _refuse(self, goal: PoseGoal | JointsGoal | KeypointsGoal, exc: Exception) -> None:
+    def _refuse(self, goal: Planned, exc: Exception) -> None:
         """A goal that could not be planned: `Rejected` says why; a bug costs this goal only,
         never the pipeline."""
         if isinstance(exc, Rejected):
@@ -169,9 +184,7 @@ class GoalPipeline:
         reason = f"internal error: {type(exc).__name__}: {exc}"
         self._status(goal.goal_id, GoalStatus.REJECTED, reason)
 
-    def _send(
-        self, goal: PoseGoal | JointsGoal | KeypointsGoal, sequence: int, request: Move
-    ) -> None:
+    def _send(self, goal: Planned, sequence: int, request: Move) -> None:
         """Hand a planned goal to the loop, unless it was superseded, the broker lost or the
         pipeline closed while it was planned."""
         if self._closed is not None:
@@ -199,7 +212,7 @@ class GoalPipeline:
 
     # -- planning (runs in a worker thread) -------------------------------------------------------
 
-    def plan(self, goal: PoseGoal | JointsGoal | KeypointsGoal) -> Move:
+    def plan(self, goal: Planned) -> Move:
         """The loop command for a goal, or `Rejected` with the reason (from the loop's latest
         sample: the measured state seeds IK, the commanded state starts the motion)."""
         if not self.accepting:
@@ -214,6 +227,8 @@ class GoalPipeline:
         try:
             if isinstance(goal, JointsGoal):
                 return self._plan_joints(goal, sample)
+            if isinstance(goal, GripperGoal):
+                return self._plan_gripper(goal, sample)
             if isinstance(goal, KeypointsGoal):
                 return self._plan_keypoints(goal, sample)
             if goal.motion == "linear":
@@ -233,6 +248,26 @@ class GoalPipeline:
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
         return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+
+    def _plan_gripper(self, goal: GripperGoal, sample: Sample) -> Move:
+        """The gripper joint to its opening; the other joints keep their commanded position.
+        Closing stops where the grip reaches the goal's effort."""
+        gripper = self.settings.gripper
+        if gripper is None:
+            raise Rejected("type: 'gripper': this arm has no gripper (config: gripper)")
+        if not 0.0 <= goal.opening <= 1.0:  # `armd.payloads` checks it; goals built in code too
+            raise Rejected(f"position: {goal.opening!r} must be in [0, 1]")
+        effort = gripper.effort if goal.effort is None else goal.effort
+        if not 0.0 <= effort <= 1.0:
+            raise Rejected(f"effort: {effort!r} must be in [0, 1]")
+        commanded = sample.commanded_position
+        assert commanded is not None
+        joint = self.tree.joint_names.index(gripper.joint)
+        target = commanded.copy()
+        target[joint] = gripper.closed + goal.opening * (gripper.open - gripper.closed)
+        closing = abs(target[joint] - gripper.closed) < abs(commanded[joint] - gripper.closed)
+        grip = Grip(joint, effort * gripper.max_effort) if closing else None
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), grip=grip)
 
     def _plan_keypoints(self, goal: KeypointsGoal, sample: Sample) -> Move:
         """Map the shape from the measured state; the joints it does not decide (and the fixed

@@ -131,6 +131,7 @@ class ArmHardware:
         n = len(t)
         motor_p = np.full(n, np.nan)
         motor_v = np.zeros(n)
+        effort = np.full(len(self.joint_names), np.nan)
         stamps = np.full(len(self.joint_names), np.inf)  # fixed joints are never stale
         faults: list[tuple[str, DeviceFault]] = []
         for i, (driver, device) in enumerate(t.devices):
@@ -140,6 +141,8 @@ class ArmHardware:
                 stamps[joint] = -np.inf
                 continue
             motor_p[i], motor_v[i], stamps[joint] = state.position, state.velocity, state.timestamp
+            if state.effort is not None:
+                effort[joint] = state.effort * t.joints[i].sign  # along the joint's axis
             if state.fault is not None:
                 faults.append((t.joints[i].joint, state.fault))
         return MeasuredState(
@@ -147,6 +150,7 @@ class ArmHardware:
             velocity=t.joint_velocities(motor_v),
             timestamp=stamps,
             faults=tuple(faults),
+            effort=effort,
         )
 
     async def write(self, position: ArrayLike, velocity: ArrayLike) -> None:

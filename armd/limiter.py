@@ -80,6 +80,19 @@ class SetpointLimiter:
         self.lower = np.minimum(self.lower_limit, position)
         self.upper = np.maximum(self.upper_limit, position)
 
+    def relieve(self, joint: int, position: float) -> tuple[Array, Array]:
+        """Put `joint` at rest at `position` (where it is, when it cannot move: a stall), the
+        other joints unchanged; the new (position, velocity). Bounds widen to include it. Like
+        `reset`, for that joint: counted in `resets`."""
+        self.resets += 1
+        self.position = self.position.copy()
+        self.velocity = self.velocity.copy()
+        self.position[joint], self.velocity[joint] = position, 0.0
+        self.lower = np.minimum(self.lower, self.position)
+        self.upper = np.maximum(self.upper, self.position)
+        self._resting = False
+        return self.position, self.velocity
+
     def apply(self, wanted: Array, wanted_velocity: Array) -> tuple[Array, Array]:
         """(position, velocity feed-forward) to command for this tick's wanted state. The wanted
         velocity passes where the position passed unchanged; elsewhere the limited one does.

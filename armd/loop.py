@@ -53,6 +53,7 @@ __all__ = ["ControlLoop", "LoopSettings"]
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 SHUTDOWN_STOP_TIMEOUT_S = 5.0
+BLOCKED_VELOCITY = 0.05  # rad/s (m/s): a gripper slower than this at its grip is on its object
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +260,9 @@ class ControlLoop:
             self._estop_request = False
             self._stop_everything(Mode.ESTOP, "e-stop engaged")
         if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
+            if check.fault.code == "stall" and commanded is not None:
+                joint = self.joint_names.index(check.fault.joint or "")
+                self._relieve(joint, measured.position[joint])
             self._latch(check.fault)
         elif check.verdict is Verdict.HOLD and self.mode in (Mode.MOVING, Mode.HOLDING):
             if self._hold_reason is None:
@@ -269,6 +273,16 @@ class ControlLoop:
         elif check.verdict is Verdict.OK:
             self._hold_reason = None  # the outage is over: the next one is logged again
         self.healthy = self.fault is None and check.verdict is Verdict.OK
+
+    def _relieve(self, joint: int, position_now: float) -> None:
+        """A joint that cannot move (stalled, or a gripper on its object) is commanded at rest at
+        `position_now`, so that it stops pushing further; the other joints keep their commanded
+        state for the stop that follows."""
+        assert self.commanded is not None
+        position, velocity = self.limiter.relieve(joint, position_now)
+        acceleration = self.commanded.acceleration.copy()
+        acceleration[joint] = 0.0
+        self.commanded = Setpoint(position, velocity, acceleration)
 
     def _latch(self, fault: Fault) -> None:
         log.error("fault %s: %s", fault.code, fault.message)
@@ -359,7 +373,14 @@ class ControlLoop:
 
     def _track_goal(self, measured: MeasuredState) -> None:
         ended = self.motions.track(measured, self.tick_count)
-        if ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
+        if ended is Ended.HELD:
+            assert self.commanded is not None
+            assert self.motions.grip is not None
+            joint = self.motions.grip.joint
+            if abs(measured.velocity[joint]) < BLOCKED_VELOCITY:  # on its object: stay there
+                self._relieve(joint, self.commanded.position[joint])
+            self._stop_motion(self.motions.held_reason(measured), GoalStatus.SUCCEEDED)
+        elif ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
             self._disable_pending = self.settings.disable_on_fault and self._enabled
         elif ended is not None:
             self._set_mode(Mode.HOLDING)
@@ -386,8 +407,10 @@ class ControlLoop:
             self._emit(ModeChanged(mode))
 
     def _sample(self, measured: MeasuredState, now: float) -> Sample:
-        values = np.full((5, len(self.joint_names)), np.nan)
+        values = np.full((6, len(self.joint_names)), np.nan)
         values[0], values[1] = measured.position, measured.velocity
+        if measured.effort is not None:
+            values[5] = measured.effort
         commanded = self.commanded
         if commanded is not None:
             values[2], values[3], values[4] = (

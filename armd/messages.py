@@ -17,6 +17,7 @@ __all__ = [
     "Fault",
     "Goal",
     "GoalStatus",
+    "GripperGoal",
     "JointsGoal",
     "KeypointsGoal",
     "Mode",
@@ -76,7 +77,7 @@ class Telemetry:
 
     t: float  # s, the daemon's monotonic clock
     mode: Mode
-    joints: Mapping[str, tuple[float, float]]  # name -> (position, velocity)
+    joints: Mapping[str, tuple[float, float, float]]  # name -> (position, velocity, effort)
     tcp_link: str
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]
@@ -123,7 +124,19 @@ class StopGoal:
     goal_id: str | None = None
 
 
-Goal = PoseGoal | JointsGoal | KeypointsGoal | StopGoal
+@dataclass(frozen=True, slots=True)
+class GripperGoal:
+    """Open or close the configured gripper: `opening` from 0 (closed) to 1 (open). Closing ends
+    where the grip reaches `effort` (0..1 of the gripper's `max_effort`; None: its configured
+    default), which holds the object there instead of pushing on to the target."""
+
+    goal_id: str
+    opening: float
+    effort: float | None = None
+    speed: float = 1.0
+
+
+Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | StopGoal
 
 
 @dataclass(frozen=True, slots=True)

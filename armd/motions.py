@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from armd.messages import GoalStatus, Mode
 from armd.moves import check_move, plan_motion
-from armd.protocol import Move, Stop, superseded
+from armd.protocol import Grip, Move, MoveTo, Stop, superseded
 from armd.safety import MeasuredState
 from armd.trajectory import Motion, MotionLimits, PlanningError, Setpoint, StopMotion
 
@@ -36,6 +36,7 @@ class Ended(enum.Enum):
 
     MOVE = "move"
     STOP = "stop"
+    HELD = "held"  # a gripper closing met its object: stop there, the goal succeeded
 
 
 @dataclass
@@ -166,6 +167,28 @@ class Motions:
         self.active = _Active(move.goal_id, motion, tick, move=move)
         return Mode.MOVING
 
+    @property
+    def grip(self) -> Grip | None:
+        """The grip of the motion under way, if it closes a gripper."""
+        move = self.active.move if self.active is not None else None
+        return move.grip if isinstance(move, MoveTo) else None
+
+    def held_reason(self, measured: MeasuredState) -> str:
+        grip = self.grip
+        if grip is None or measured.effort is None:
+            return "held"
+        joint = grip.joint
+        effort, position = measured.effort[joint], measured.position[joint]
+        return f"held: {self.joint_names[joint]} effort {effort:.3f} at {position:.4f}"
+
+    @staticmethod
+    def _holding(active: _Active, measured: MeasuredState) -> bool:
+        """A closing gripper's effort reached its grip (NaN, unreported, never does)."""
+        move = active.move
+        if not isinstance(move, MoveTo) or move.grip is None or measured.effort is None:
+            return False
+        return bool(abs(measured.effort[move.grip.joint]) >= move.grip.effort)
+
     def _time(self, active: _Active, tick: int) -> float:
         """Time into the motion of this tick's setpoint: a motion planned at tick k starts from
         the state commanded at tick k - 1, so tick k samples it one period in."""
@@ -189,6 +212,8 @@ class Motions:
         if active is None:
             return None
         t = self._time(active, tick)
+        if self._holding(active, measured):
+            return Ended.HELD
         if not active.motion.done(t):
             return None
         if active.is_stop:

@@ -45,6 +45,7 @@ from armd.contract import (
 from armd.messages import (
     EstopCommand,
     Goal,
+    GripperGoal,
     JointsGoal,
     KeypointsGoal,
     PoseGoal,
@@ -108,6 +109,17 @@ class _KeypointsModel(_Payload):
     speed: Speed = 1.0
 
 
+class _GripperModel(_Payload):
+    id: GoalId
+    type: Literal["gripper"]
+    position: (
+        Annotated[float, Strict(), Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+        | Literal["open", "close"]
+    )
+    effort: Annotated[float, Strict(), Field(ge=0.0, le=1.0, allow_inf_nan=False)] | None = None
+    speed: Speed = 1.0
+
+
 class _StopModel(_Payload):
     id: GoalId | None = None
     type: Literal["stop"]
@@ -148,8 +160,19 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
         return _joints(document, goal_id, joint_names)
     if goal_type == "keypoints":
         return _keypoints(document, goal_id, link_names)
+    if goal_type == "gripper":
+        return _gripper(document, goal_id)
     model = _validate(_StopModel, document, goal_id)
     return model if isinstance(model, Rejection) else StopGoal(goal_id=model.id)
+
+
+def _gripper(document: dict[str, Any], goal_id: str | None) -> GripperGoal | Rejection:
+    model = _validate(_GripperModel, document, goal_id)
+    if isinstance(model, Rejection):
+        return model
+    position = model.position
+    opening = 1.0 if position == "open" else 0.0 if position == "close" else float(position)
+    return GripperGoal(model.id, opening, model.effort, model.speed)
 
 
 def parse_estop(payload: bytes) -> EstopCommand:

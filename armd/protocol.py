@@ -65,6 +65,15 @@ def superseded(by: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class Grip:
+    """Closing a gripper: once the device effort of joint `joint` (q index) reaches `effort` (in
+    the device's units), the motion stops there and its goal succeeds, holding the object."""
+
+    joint: int
+    effort: float
+
+
+@dataclass(frozen=True, slots=True)
 class MoveTo:
     """Move every joint to `target` and stop there. The goal succeeds when every joint is within
     `tolerance` (rad or m, per joint; None: the loop's `joint_tolerance`) of it."""
@@ -73,6 +82,7 @@ class MoveTo:
     target: Array
     limits: MotionLimits
     tolerance: Array | None = None
+    grip: Grip | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +161,9 @@ class Sample:
     t: s, the tick's time (`time.monotonic`, the same clock in both processes);
     taken: how many motion commands the loop has taken in (the daemon counts those it sent);
     busy: moving, or a motion command waits for the next tick;
-    values: (5, n) rows: measured position and velocity, commanded position, velocity and
-        acceleration; NaN rows while there is no measurement or no command.
+    values: (6, n) rows: measured position and velocity, commanded position, velocity and
+        acceleration, measured effort (device units); NaN rows while there is no measurement or
+        no command, NaN efforts where the device reports none.
     """
 
     tick: int
@@ -167,7 +178,7 @@ class Sample:
 
     @classmethod
     def initial(cls, dof: int) -> Sample:
-        return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((5, dof), np.nan))
+        return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((6, dof), np.nan))
 
     @property
     def measured_position(self) -> Array | None:
@@ -183,6 +194,11 @@ class Sample:
     def commanded_position(self) -> Array | None:
         row = self.values[2]
         return row if np.all(np.isfinite(row)) else None
+
+    @property
+    def measured_effort(self) -> Array:
+        row: Array = self.values[5]
+        return row
 
     @property
     def commanded_velocity(self) -> Array:

@@ -10,7 +10,9 @@ docs/safety.md lists the defaults.
 - device faults reported by a driver → fault ``device_fault`` naming the joint and the code;
 - measured position outside the limits by more than `limit_tolerance` → fault ``limit_exceeded``;
 - following error ``|commanded - measured|`` beyond ``following_error +
-  following_error_per_velocity × |commanded velocity|`` → fault ``following_error``.
+  following_error_per_velocity × |commanded velocity|`` → fault ``following_error``;
+- a stall: a joint's device effort at or above its `stall.effort` while it moves slower than
+  `stall.velocity`, for longer than `stall.time_s` → fault ``stall`` naming the joint.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from numpy.typing import NDArray
 from armd.messages import Fault
 from drivers import DeviceFault
 
-__all__ = ["MeasuredState", "SafetyMonitor", "SafetyThresholds", "Verdict"]
+__all__ = ["MeasuredState", "SafetyMonitor", "SafetyThresholds", "StallLimits", "Verdict"]
 
 Array = NDArray[np.float64]
 
@@ -36,17 +38,29 @@ class MeasuredState:
 
     position: rad or m (NaN for a joint never read); velocity: rad/s or m/s;
     timestamp: s, when each joint's reading was taken (-inf: never);
-    faults: the device faults reported this tick, by joint name.
+    faults: the device faults reported this tick, by joint name;
+    effort: each joint's device effort in the device's units (NaN: not reported), or None.
     """
 
     position: Array
     velocity: Array
     timestamp: Array
     faults: tuple[tuple[str, DeviceFault], ...] = ()
+    effort: Array | None = None
 
     def complete(self) -> bool:
         """Every joint has been read at least once."""
         return bool(np.all(np.isfinite(self.position)))
+
+
+@dataclass(frozen=True, slots=True)
+class StallLimits:
+    """Per joint (q order): the effort that counts (inf: no stall protection), how long it may
+    last while the joint is slower than `velocity` (s, rad/s)."""
+
+    effort: Array
+    time_s: Array
+    velocity: Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +70,10 @@ class SafetyThresholds:
     following_error: float
     following_error_per_velocity: float
     limit_tolerance: float
+    stall: StallLimits | None = None
+    # joints exempt from the following-error check: the gripper, whose grip on an object is a
+    # deliberate position error (its stall protection watches it instead)
+    unfollowed: tuple[int, ...] = ()
 
 
 class Verdict(enum.Enum):
@@ -75,7 +93,8 @@ _OK = Check(Verdict.OK)
 
 
 class SafetyMonitor:
-    """Stateless checks over (measured state, last command, now)."""
+    """Checks over (measured state, last command, now); the only state kept is the widened limit
+    bounds after an accepted excursion and since when each joint strains (for stalls)."""
 
     def __init__(
         self,
@@ -92,6 +111,7 @@ class SafetyMonitor:
         # to a position found outside them, then narrowed as the joint comes back.
         self._lower = lower.copy()
         self._upper = upper.copy()
+        self._straining_since = np.full(len(self.joint_names), np.nan)  # s; NaN: not straining
 
     def accept_excursion(self, position: Array) -> None:
         """After a reset: a joint outside its limits may stay there and move back toward them
@@ -111,6 +131,7 @@ class SafetyMonitor:
             self._device_faults(measured),
             self._staleness(measured, now),
             self._outside_limits(measured),
+            self._stall(measured, now),
             self._following_error(measured, commanded, commanded_velocity),
         ):
             if check.verdict is not Verdict.OK:
@@ -155,6 +176,28 @@ class SafetyMonitor:
         )
         return Check(Verdict.FAULT, Fault("limit_exceeded", message, joint))
 
+    def _stall(self, measured: MeasuredState, now: float) -> Check:
+        stall = self.thresholds.stall
+        if stall is None or measured.effort is None:
+            return _OK
+        with np.errstate(invalid="ignore"):  # NaN effort: not reported, never straining
+            straining = (np.abs(measured.effort) >= stall.effort) & (
+                np.abs(measured.velocity) < stall.velocity
+            )
+        since = self._straining_since
+        since[~straining] = np.nan
+        since[straining & np.isnan(since)] = now
+        stalled = straining & (now - since >= stall.time_s)
+        if not np.any(stalled):
+            return _OK
+        i = int(np.flatnonzero(stalled)[0])
+        joint = self.joint_names[i]
+        message = (
+            f"joint {joint!r}: stalled: effort {measured.effort[i]:.3f} at or above "
+            f"{stall.effort[i]:g} for {now - since[i]:.2f} s while not moving"
+        )
+        return Check(Verdict.FAULT, Fault("stall", message, joint))
+
     def _following_error(
         self, measured: MeasuredState, commanded: Array | None, velocity: Array | None
     ) -> Check:
@@ -166,6 +209,7 @@ class SafetyMonitor:
         )
         error = np.abs(commanded - measured.position)
         exceeded = error > bound
+        exceeded[list(self.thresholds.unfollowed)] = False
         if not np.any(exceeded):
             return _OK
         i = int(np.argmax(np.where(exceeded, error - bound, -np.inf)))

@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from armd.hardware import ArmHardware
 from armd.loop import ControlLoop, LoopSettings
 from armd.protocol import Event
-from armd.safety import SafetyMonitor, SafetyThresholds
+from armd.safety import SafetyMonitor, SafetyThresholds, StallLimits
 from armd.timing import Schedule
 from armd.trajectory import MotionLimits
 from armd.transmission import ArmTransmission
@@ -96,10 +96,30 @@ def control_setup(arm: ArmSetup) -> ControlSetup:
             following_error=safety.following_error,
             following_error_per_velocity=safety.following_error_per_velocity,
             limit_tolerance=safety.limit_tolerance,
+            stall=_stall_limits(arm),
+            unfollowed=(
+                (arm.tree.joint_names.index(arm.config.gripper.joint),)
+                if arm.config.gripper is not None
+                else ()
+            ),
         ),
         transmission=arm.transmission,
         drivers=dict(arm.drivers),
         realtime_priority=arm.realtime_priority,
+    )
+
+
+def _stall_limits(arm: ArmSetup) -> StallLimits | None:
+    """The joints' stall protection in q order (infinite effort: none); None when no joint has
+    any."""
+    joints = arm.config.joints
+    stalls = [joints[name].stall if name in joints else None for name in arm.tree.joint_names]
+    if not any(stalls):
+        return None
+    return StallLimits(
+        effort=np.array([s.effort if s else np.inf for s in stalls]),
+        time_s=np.array([s.time_s if s else np.inf for s in stalls]),
+        velocity=np.array([s.velocity if s else 0.0 for s in stalls]),
     )
 
 

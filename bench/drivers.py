@@ -33,6 +33,9 @@ from drivers.feetech import protocol as ft  # noqa: E402
 from drivers.feetech import table as ft_table  # noqa: E402
 from drivers.feetech.driver import FeetechDriver, FeetechParams  # noqa: E402
 from drivers.feetech.sim import SimulatedFeetechChain  # noqa: E402
+from drivers.mit.driver import MitDriver, MitParams  # noqa: E402
+from drivers.mit.models import lookup  # noqa: E402
+from drivers.mit.sim import SimActuatorConfig, SimulatedMitBus  # noqa: E402
 from drivers.odrive import protocol as proto  # noqa: E402
 from drivers.odrive.driver import ODriveDriver, ODriveParams  # noqa: E402
 from drivers.odrive.sim import SimAxisConfig, SimulatedODrive  # noqa: E402
@@ -203,6 +206,40 @@ async def bench_odrive(cycles: int) -> None:
         report_stats(driver)
 
 
+# -- MIT actuators over CAN --------------------------------------------------------------------
+
+
+async def bench_mit(cycles: int) -> None:
+    print(
+        "mit (python-can `virtual` bus; 6 simulated DM4310 in this process, answering each frame)"
+    )
+    channel = f"bench-mit-{uuid.uuid4().hex}"
+    ids = range(1, len(DEVICES) + 1)
+    configs = [SimActuatorConfig(i, i + 0x10, lookup("DM4310"), seed=i) for i in ids]
+    params = MitParams.model_validate(
+        {
+            "interface": "virtual",
+            "channel": channel,
+            "bitrate": CAN_BITRATE,
+            "devices": {
+                name: {"id": i, "model": "DM4310"} for name, i in zip(DEVICES, ids, strict=True)
+            },
+        }
+    )
+    label = "6 × DM4310, 250 Hz (read waits for the replies)"
+    driver = MitDriver(params)
+    try:
+        async with SimulatedMitBus.create("virtual", channel, configs), driver:
+            await driver.enable()
+            timing = await time_cycles(driver, cycles, period_s=CONTROL_PERIOD_S)
+    except DriverError as exc:
+        report_failure(label, exc)
+        return
+    # Per actuator one MIT command and one reply, 8 data bytes each.
+    report(label, timing, can_wire_text([8] * (2 * len(DEVICES))))
+    report_stats(driver)
+
+
 # -- Dynamixel over a pty ----------------------------------------------------------------------
 
 DYNAMIXEL_GOAL_BYTES = 4  # Goal Position
@@ -312,6 +349,7 @@ Section = Callable[[int], Coroutine[Any, Any, None]]
 SECTIONS: dict[str, Section] = {
     "sim": bench_sim,
     "odrive": bench_odrive,
+    "mit": bench_mit,
     "dynamixel": bench_dynamixel,
     "feetech": bench_feetech,
 }

@@ -67,14 +67,15 @@ def make_bus(
     *,
     bitrate: int | None = None,
     can_filters: Sequence[dict[str, Any]] | None = None,
+    hop_limit: int = 0,
 ) -> can.BusABC:
     """``can.Bus`` with the options that are given (None: the interface's default, e.g. the bit
-    rate set by ``ip link`` for SocketCAN). ``udp_multicast`` (simulated devices in another
-    process) gets a hop limit of 0: its frames never leave this host. Raises what `can.Bus`
-    raises (`BUS_OPEN_ERRORS`)."""
+    rate set by ``ip link`` for SocketCAN). `hop_limit` is udp_multicast's IP TTL, 0 by default
+    (python-can's is 1): armd uses udp_multicast between processes of one host, and frames must
+    not leave it. Other interfaces ignore it. Raises what `can.Bus` raises (`BUS_OPEN_ERRORS`)."""
     kwargs: dict[str, Any] = {}
     if interface == "udp_multicast":
-        kwargs["hop_limit"] = 0
+        kwargs["hop_limit"] = hop_limit
     if can_filters is not None:
         kwargs["can_filters"] = list(can_filters)
     if bitrate is not None:

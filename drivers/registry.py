@@ -15,6 +15,7 @@ DRIVERS: dict[str, str] = {
     "odrive": "drivers.odrive.driver:ODriveDriver",
     "dynamixel": "drivers.dynamixel.driver:DynamixelDriver",
     "feetech": "drivers.feetech.driver:FeetechDriver",
+    "mit": "drivers.mit.driver:MitDriver",
 }
 
 

@@ -182,6 +182,9 @@ def print_summary(setup: ArmSetup) -> None:
     tls = "TLS" if mqtt.uses_tls else "no TLS"
     user = f", user {mqtt.username}" if mqtt.username else ""
     print(f"mqtt      {mqtt.host}:{mqtt.port}, client id {mqtt.client_id}, {tls}{user}")
+    if setup.calibration is not None:
+        joints = ", ".join(setup.calibration.offsets)
+        print(f"calibration {setup.calibration.path}: offsets and ranges of {joints}")
     print("joints    (positions in rad or m; velocity /s, acceleration /s², jerk /s³)")
     print("\n".join(_table(_joint_rows(setup))))
     for name, driver in setup.drivers.items():

@@ -1,10 +1,14 @@
-"""``armd sim-device odrive|dynamixel|feetech``: simulated devices in their own process, so that the
-daemon (or ``armd check --probe``) can run its real ``odrive``, ``dynamixel`` or ``feetech`` driver
-without hardware.
+"""``armd sim-device odrive|mit|dynamixel|feetech``: simulated devices in their own process, so
+that the daemon (or ``armd check --probe``) can run its real ``odrive``, ``mit``, ``dynamixel`` or
+``feetech`` driver without hardware.
 
 - ``odrive``: simulated ODrive axes (firmware 0.6 CAN Simple) on a python-can bus, by default
   nodes 0 1 2 on ``udp_multicast`` group 239.74.163.2 (reachable from other processes on this
   host only); give the driver the same ``interface`` and ``channel``.
+- ``mit``: simulated MIT-mode actuators of one model (Damiao DM-J, CubeMars AK) on a python-can
+  bus, answering from master id = id + 0x10 unless ``--master-ids`` says otherwise. On
+  ``udp_multicast`` the frames never leave this host (hop limit 0); give the driver the same
+  ``interface`` and ``channel`` and ``reply_margin_s: 0.01`` or more.
 - ``dynamixel``: a simulated X-series chain on a pseudo-terminal. Its path is printed on the first
   line of stdout (``--link`` also makes a symlink to it); give the driver that port and the same
   baud rate, its other defaults fit.
@@ -49,6 +53,7 @@ __all__ = ["register"]
 MAX_ODRIVE_NODE_ID = 0x3F  # CAN Simple: 6-bit node ids
 MAX_DYNAMIXEL_ID = 0xFC  # Protocol 2.0: 253 and 255 would look like a header, 254 is broadcast
 MAX_FEETECH_ID = 0xFD  # SCS/STS: 254 is broadcast
+MAX_MIT_ID = 0x7EF  # 11-bit ids, and the default master id (id + 0x10) must fit too
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -166,6 +171,36 @@ def _interrupt_on(signum: signal.Signals) -> Iterator[None]:
         signal.signal(signum, previous)
 
 
+# -- mit ----------------------------------------------------------------------------------------
+
+
+@_guarded
+def _cmd_mit(args: argparse.Namespace) -> int:
+    _check_multicast_group(args.interface, args.channel)
+    _check_ids("--ids", args.ids, MAX_MIT_ID)
+    _check_positive("--bitrate", args.bitrate)
+    from drivers.mit import sim as mit_sim  # python-can only when asked for
+    from drivers.mit.models import MODELS
+
+    model = MODELS.get(args.model)
+    if model is None:
+        raise UsageError(f"--model: {args.model!r} unknown; known: {', '.join(MODELS)}")
+    master_ids = args.master_ids or [mit_sim.default_master_id(i) for i in args.ids]
+    if len(master_ids) != len(args.ids):
+        raise UsageError(f"--master-ids: {len(master_ids)} ids for {len(args.ids)} --ids")
+    _check_ids("--ids and --master-ids", [*args.ids, *master_ids], 0x7FE)
+    with _interrupt_on(signal.SIGTERM):
+        mit_sim.run(
+            args.interface,
+            args.channel,
+            model,
+            args.ids,
+            master_ids=master_ids,
+            bitrate=args.bitrate,
+        )
+    return EXIT_OK
+
+
 # -- dynamixel ----------------------------------------------------------------------------------
 
 
@@ -241,7 +276,7 @@ def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace, **op
 
 
 def _cmd_without_kind(args: argparse.Namespace) -> int:
-    say_error("sim-device: choose the device kind: odrive, dynamixel or feetech")
+    say_error("sim-device: choose the device kind: odrive, mit, dynamixel or feetech")
     return EXIT_USAGE
 
 
@@ -288,6 +323,39 @@ def _add_odrive_parser(kinds: Any) -> None:
     odrive.set_defaults(func=_cmd_odrive)
 
 
+def _add_mit_parser(kinds: Any) -> None:
+    mit = kinds.add_parser(
+        "mit",
+        help="simulated MIT-mode actuators (Damiao DM-J, CubeMars AK) on a python-can bus",
+    )
+    mit.add_argument(
+        "--interface",
+        default="udp_multicast",
+        help="python-can interface (udp_multicast, hop limit 0: reachable from this host only)",
+    )
+    mit.add_argument(
+        "--channel", required=True, help="python-can channel, e.g. a multicast group 239.74.163.7"
+    )
+    mit.add_argument("--model", default="DM4310", help="actuator model (DM4310)")
+    mit.add_argument(
+        "--ids",
+        nargs="+",
+        type=int,
+        default=[1, 2, 3, 4, 5, 6],
+        metavar="ID",
+        help=f"CAN ids, 0..{MAX_MIT_ID} (1 2 3 4 5 6)",
+    )
+    mit.add_argument(
+        "--master-ids",
+        nargs="+",
+        type=int,
+        metavar="ID",
+        help="the ids the replies come from, one per --ids (default: id + 0x10)",
+    )
+    mit.add_argument("--bitrate", type=int, help="bit rate (default: the interface's)")
+    mit.set_defaults(func=_cmd_mit)
+
+
 def _add_dynamixel_parser(kinds: Any) -> None:
     dynamixel = kinds.add_parser(
         "dynamixel", help="a simulated Dynamixel X-series chain on a pty (prints its path)"
@@ -328,7 +396,8 @@ def _add_serial_arguments(parser: argparse.ArgumentParser, max_id: int) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``sim-device`` (``odrive``, ``dynamixel``, ``feetech``) to the CLI's subparsers."""
+    """Add ``sim-device`` (``odrive``, ``mit``, ``dynamixel``, ``feetech``) to the CLI's
+    subparsers."""
     parser = subparsers.add_parser(
         "sim-device",
         help="run simulated devices for a real driver (no hardware needed)",
@@ -337,5 +406,6 @@ def register(subparsers: Any) -> None:
     kinds = parser.add_subparsers(dest="device_kind", metavar="KIND", parser_class=_OneLineParser)
     parser.set_defaults(func=_cmd_without_kind)
     _add_odrive_parser(kinds)
+    _add_mit_parser(kinds)
     _add_dynamixel_parser(kinds)
     _add_feetech_parser(kinds)

@@ -156,6 +156,11 @@ class ODriveDriver(Driver):
         for axis in self._axes.values():
             assert axis.estimate is not None
             frames.append(proto.make_set_controller_mode(axis.node_id, control, input_mode))
+            limits = self._p.devices[axis.name]
+            if limits.current_limit is not None and limits.velocity_limit is not None:
+                frames.append(
+                    proto.make_set_limits(axis.node_id, limits.velocity_limit, limits.current_limit)
+                )
             # Start from the measured position so that closed loop does not jump.
             frames.append(proto.make_set_input_pos(axis.node_id, axis.estimate.position_turns))
         before = self._heartbeat_seqs()

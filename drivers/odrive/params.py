@@ -19,13 +19,27 @@ __all__ = ["ODriveAxisParams", "ODriveParams"]
 
 class ODriveAxisParams(BaseModel):
     """One ODrive axis. `scale`: motor-shaft turns per ODrive turn (1 unless the encoder is
-    not on the motor shaft); `direction`: -1 flips the sign."""
+    not on the motor shaft); `direction`: -1 flips the sign. `current_limit` (A) and
+    `velocity_limit` (ODrive turns/s), set together or not at all, are sent with Set_Limits at
+    every enable (the axis's torque limit: the motor current it may draw); unset, the ODrive
+    keeps its own configuration."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     node_id: int = Field(ge=0, le=proto.MAX_NODE_ID)
     direction: Literal[1, -1] = 1
     scale: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
+    current_limit: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    velocity_limit: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _limits_together(self) -> Self:
+        if (self.current_limit is None) != (self.velocity_limit is None):
+            raise ValueError(
+                "current_limit and velocity_limit go together (one Set_Limits frame sets both): "
+                "set both or neither"
+            )
+        return self
 
 
 class ODriveParams(DriverParams):

@@ -66,6 +66,7 @@ __all__ = [
     "make_set_axis_state",
     "make_set_controller_mode",
     "make_set_input_pos",
+    "make_set_limits",
     "make_version",
     "parse_clear_errors",
     "parse_encoder_estimates",
@@ -74,6 +75,7 @@ __all__ = [
     "parse_set_axis_state",
     "parse_set_controller_mode",
     "parse_set_input_pos",
+    "parse_set_limits",
     "parse_version",
     "split_id",
 ]
@@ -221,6 +223,20 @@ def make_set_controller_mode(node_id: int, control: ControlMode, input_mode: Inp
     return Frame(arbitration_id(node_id, Command.SET_CONTROLLER_MODE), data)
 
 
+def make_set_limits(node_id: int, velocity_limit_turns_s: float, current_limit_a: float) -> Frame:
+    """Set_Limits: float32 velocity limit (turns/s, the controller's vel_limit), float32 current
+    limit (A, the motor's current_lim). Raises ValueError for a non-finite or negative input."""
+    for name, value in (
+        ("velocity_limit", velocity_limit_turns_s),
+        ("current_limit", current_limit_a),
+    ):
+        _require_finite(name, value)
+        if value < 0.0:
+            raise ValueError(f"{name}: {value} must be >= 0")
+    data = struct.pack("<ff", velocity_limit_turns_s, current_limit_a)
+    return Frame(arbitration_id(node_id, Command.SET_LIMITS), data)
+
+
 def make_clear_errors(node_id: int, *, identify: bool = False) -> Frame:
     """Clear_Errors: one byte, nonzero to also blink the LED (identify)."""
     return Frame(arbitration_id(node_id, Command.CLEAR_ERRORS), bytes([int(identify)]))
@@ -347,6 +363,13 @@ def parse_set_controller_mode(data: bytes) -> tuple[int, int]:
     _check_length(Command.SET_CONTROLLER_MODE, data, 8)
     control, input_mode = struct.unpack("<II", data)
     return int(control), int(input_mode)
+
+
+def parse_set_limits(data: bytes) -> tuple[float, float]:
+    """(velocity limit turns/s, current limit A) of a Set_Limits frame."""
+    _check_length(Command.SET_LIMITS, data, 8)
+    velocity, current = struct.unpack("<ff", data)
+    return float(velocity), float(current)
 
 
 def parse_clear_errors(data: bytes) -> bool:

@@ -90,6 +90,9 @@ class SimulatedAxis:
         self.state = proto.AxisState.IDLE
         self.control_mode = proto.ControlMode.POSITION_CONTROL
         self.input_mode = proto.InputMode.PASSTHROUGH
+        # Set_Limits: None until a master sends it (the axis keeps its own configuration)
+        self.velocity_limit_turns_s: float | None = None
+        self.current_limit_a: float | None = None
         self.input_pos_turns = 0.0
         self.active_errors = 0
         self.disarm_reason = 0
@@ -143,6 +146,8 @@ class SimulatedAxis:
             control, input_mode = proto.parse_set_controller_mode(data)
             self.control_mode = proto.ControlMode(control)
             self.input_mode = proto.InputMode(input_mode)
+        elif cmd == c.SET_LIMITS:
+            self.velocity_limit_turns_s, self.current_limit_a = proto.parse_set_limits(data)
         elif cmd == c.CLEAR_ERRORS:
             proto.parse_clear_errors(data)
             self.active_errors = 0

@@ -27,6 +27,10 @@ How the simulated devices behave, as real drives do:
   `DriverStats.missing_replies`; one that would arrive more than `reply_timeout_s` after its request
   is discarded as stale and counted in `DriverStats.timeouts`. Either way the device keeps its
   previous state and timestamp.
+- A hand: with `hand_file` set, each `read()` (when the file changed) puts the devices it names
+  whose torque is off at the positions it gives, as a hand moving a limp arm would
+  (`SimulatedMotor.move_by_hand`); how tests move the arm for ``armd calibrate``. A missing or
+  half-written file is ignored until it is complete.
 - Disconnection: while any device is disconnected, `open()` raises `DriverOpenError`, and `read()`,
   `write()`, `enable()`, `disable()` and `clear_faults()` raise `DriverIOError`. Like a serial port
   that vanished, the driver then stays failed until it is closed and reopened with the link back.
@@ -35,6 +39,7 @@ How the simulated devices behave, as real drives do:
 from __future__ import annotations
 
 import enum
+import json
 import math
 import time
 from collections.abc import Mapping
@@ -141,6 +146,12 @@ class SimDriverParams(DriverParams):
     reply_timeout_s: float = Field(
         0.01, gt=0.0, allow_inf_nan=False, description="replies older than this are discarded, s"
     )
+    hand_file: str | None = Field(
+        None,
+        min_length=1,
+        description="a JSON file {device: position, rad at the shaft} that moves the devices "
+        "whose torque is off, like a hand (tests and demos of armd calibrate)",
+    )
 
     @field_validator("devices")
     @classmethod
@@ -213,6 +224,7 @@ class SimDriver(Driver):
         }
         self._states: dict[str, DeviceState] = {}
         self._lost: tuple[str, ...] = ()
+        self._hand_seen: bytes | None = None  # the hand file's content, once applied
 
     @property
     def device_names(self) -> tuple[str, ...]:
@@ -281,6 +293,8 @@ class SimDriver(Driver):
 
     async def _read(self) -> Mapping[str, DeviceState]:
         self._check_link("read")
+        if self.params.hand_file is not None:
+            self._follow_hand(self.params.hand_file)
         now = self.clock()
         for name, device in self._devices.items():
             state = self._request(name, device, now)
@@ -323,7 +337,30 @@ class SimDriver(Driver):
             timestamp=now + link.delay_s,
             fault=self._fault(device.motor),
             enabled=device.motor.enabled,
+            effort=device.motor.effort,
         )
+
+    def _follow_hand(self, path: str) -> None:
+        """Move the limp devices to where the hand file puts them, if it changed and is whole.
+        (By content: a file replaced within one clock tick of the file system keeps its mtime.)"""
+        try:
+            with open(path, "rb") as file:
+                content = file.read(65536)
+        except OSError:
+            return
+        if content == self._hand_seen:
+            return
+        try:
+            positions = json.loads(content)
+        except ValueError:
+            return
+        if not isinstance(positions, dict):
+            return
+        for name, position in positions.items():
+            finite = isinstance(position, int | float) and math.isfinite(position)
+            if name in self._devices and finite:
+                self._devices[name].motor.move_by_hand(float(position))
+        self._hand_seen = content
 
     # -- helpers ----------------------------------------------------------------------------------
 

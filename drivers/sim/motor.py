@@ -14,6 +14,10 @@ default), so the result depends only on the injected clock, the commands and the
   with velocity feed-forward, ``a = Kv·Kp·(target - position) + Kv·(velocity_ff - velocity)``, which
   is critically damped when ``Kv = 4·Kp`` (the defaults): a step settles without overshoot and
   without a limit cycle.
+- Impedance mode (`command_impedance`, the MIT actuators' law): instead of the two loops, the
+  torque ``τ = kp·(position* - position) + kd·(velocity* - velocity) + τ_ff``, clamped to
+  ±`max_torque`, accelerates the shaft's `inertia`, with the same velocity and acceleration
+  limits. `command()` returns the motor to the cascade.
 - Torque off (disabled, or a latched fault): the shaft decelerates at `max_acceleration` to rest
   (brake and friction). A stuck shaft does not move at all.
 
@@ -42,6 +46,7 @@ __all__ = ["LinkFaults", "MotorFaults", "MotorParams", "MotorSample", "Simulated
 # exactly k·step_s (up to rounding) counts as tick k.
 _TICK_EPSILON = 1e-9
 _SETTLED = 1e-12  # rad, rad/s: closer than this to rest on target, the motor is settled
+EFFORT_PER_RAD = 2.0  # a simulated drive reaches its stall torque at 0.5 rad of position error
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +66,8 @@ class MotorParams:
     step_s: the drive's control tick, s, > 0.
     watchdog_s: when > 0, an enabled motor that receives no `command()` for this long drops torque
         and latches `watchdog_expired`; 0 disables the watchdog.
+    inertia: the shaft's moment of inertia, kg·m², > 0; only the impedance mode uses it (and the
+        reported `torque`).
     """
 
     max_velocity: float = 6.0
@@ -72,6 +79,7 @@ class MotorParams:
     initial_position: float = 0.0
     step_s: float = 0.0005
     watchdog_s: float = 0.0
+    inertia: float = 0.01
 
     def __post_init__(self) -> None:
         positive = {
@@ -79,6 +87,7 @@ class MotorParams:
             "max_acceleration": self.max_acceleration,
             "position_gain": self.position_gain,
             "step_s": self.step_s,
+            "inertia": self.inertia,
         }
         for name, value in positive.items():
             if not (math.isfinite(value) and value > 0.0):
@@ -133,11 +142,15 @@ class MotorFaults:
         Not a latched fault: it lasts while set.
     stuck: the shaft does not move whatever is commanded (mechanical jam); the drive stays enabled.
         Not a latched fault: it lasts while set.
+    block_at: an obstacle at this shaft position (an object between a gripper's fingers, an end
+        stop): the shaft stops there instead of passing it, from either side, while the drive
+        keeps pushing (`SimulatedMotor.effort` rises). None: no obstacle.
     """
 
     fault_code: int = 0
     frozen_encoder: bool = False
     stuck: bool = False
+    block_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -185,8 +198,9 @@ class SimulatedMotor:
     same clock readings, calls and seed, two motors produce identical readings.
 
     Public state (read freely; change only through the methods): `position` (rad) and `velocity`
-    (rad/s) of the shaft, `enabled` (closed loop), `target` (rad), `velocity_ff` (rad/s) and
-    `watchdog_expired`.
+    (rad/s) of the shaft, `enabled` (closed loop), `target` (rad), `velocity_ff` (rad/s),
+    `watchdog_expired`, and `torque` (N·m: in impedance mode the law's clamped torque, else
+    `inertia` × the last tick's acceleration).
     """
 
     params: MotorParams
@@ -202,10 +216,13 @@ class SimulatedMotor:
         self.target = self.position
         self.velocity_ff = 0.0
         self.watchdog_expired = False
+        self.torque = 0.0
+        self._impedance: _Impedance | None = None
         self._origin = self.clock()
         self._ticks = 0
         self._last_command_time = self._origin
         self._frozen_position: float | None = None
+        self._block_side = 0.0  # which side of `faults.block_at` the shaft is on (0: unknown)
         # Per-tick constants of the control loops (the tick is the hot path of every simulation).
         p = self.params
         self._velocity_blend = 1.0 - math.exp(-p.velocity_gain * p.step_s)  # exact first order
@@ -236,6 +253,7 @@ class SimulatedMotor:
         if not self.enabled:
             self.target = self.position
             self.velocity_ff = 0.0
+            self._impedance = None
         self.enabled = True
         self._last_command_time = self.clock()
 
@@ -249,8 +267,27 @@ class SimulatedMotor:
         control tick, and feed the watchdog. A disabled motor stores them but does not move (and
         `enable()` replaces them with its current position)."""
         self.advance()
+        self._impedance = None
         self.target = position
         self.velocity_ff = velocity_ff
+        self._last_command_time = self.clock()
+
+    def command_impedance(
+        self,
+        position: float,
+        velocity: float,
+        kp: float,
+        kd: float,
+        torque_ff: float = 0.0,
+        max_torque: float = math.inf,
+    ) -> None:
+        """Switch to the impedance law (until the next `command()`), effective from the next
+        control tick, and feed the watchdog: ``τ = kp·(position - p) + kd·(velocity - v) +
+        torque_ff`` clamped to ±`max_torque` (rad, rad/s, N·m/rad, N·m·s/rad, N·m). A disabled
+        motor stores it but applies no torque."""
+        self.advance()
+        self._impedance = _Impedance(position, velocity, kp, kd, torque_ff, max_torque)
+        self.target, self.velocity_ff = position, velocity
         self._last_command_time = self.clock()
 
     def clear_faults(self) -> None:
@@ -258,6 +295,16 @@ class SimulatedMotor:
         self.advance()
         self.faults.fault_code = 0
         self.watchdog_expired = False
+
+    def move_by_hand(self, position: float) -> None:
+        """A hand puts the shaft at `position` (rad) and lets go: only with torque off (a motor in
+        closed loop holds against the hand: nothing happens). Raises `DriverConfigError` for a
+        non-finite position."""
+        if not math.isfinite(position):
+            raise DriverConfigError(f"move_by_hand: position {position} rad must be finite")
+        self.advance()
+        if not self.enabled and not self.faults.stuck:
+            self.position, self.velocity = position, 0.0
 
     def sample(self) -> MotorSample:
         """Advance to the clock's time and read the encoder."""
@@ -293,6 +340,8 @@ class SimulatedMotor:
         nothing that a tick would change: no feed-forward, fault or stuck shaft."""
         if self.faults.stuck or self.faults.fault_code != 0 or self.velocity_ff != 0.0:
             return False
+        if self.enabled and self._impedance is not None:
+            return abs(self.velocity) <= _SETTLED and abs(self._impedance_torque()) <= _SETTLED
         if not self.enabled:
             return self.velocity == 0.0
         if abs(self.velocity) > _SETTLED or abs(self.target - self.position) > _SETTLED:
@@ -317,10 +366,21 @@ class SimulatedMotor:
                 self.watchdog_expired = True
             if self.watchdog_expired or self.faults.fault_code != 0:
                 self.enabled = False
-        if self.faults.stuck:
+        impedance = self._impedance if self.enabled else None
+        if self.faults.stuck:  # the drive still pushes (impedance) but nothing moves
             self.velocity = 0.0
+            self.torque = self._impedance_torque() if impedance is not None else 0.0
             return
-        previous = self.velocity
+        previous, was_at = self.velocity, self.position
+        if impedance is not None:
+            self.torque = self._impedance_torque()
+            change = self.torque / p.inertia * p.step_s
+            self.velocity = _clamp(
+                previous + _clamp(change, self._max_velocity_change), p.max_velocity
+            )
+            self.position += 0.5 * (previous + self.velocity) * p.step_s
+            self._stop_at_obstacle(was_at)
+            return
         if self.enabled:
             setpoint = _clamp(
                 self.velocity_ff + self._position_loop(self.target - self.position), p.max_velocity
@@ -329,8 +389,37 @@ class SimulatedMotor:
         else:
             change = -previous
         self.velocity = previous + _clamp(change, self._max_velocity_change)
+        self.torque = p.inertia * (self.velocity - previous) / p.step_s
         # Exact for the constant acceleration held during the tick.
         self.position += 0.5 * (previous + self.velocity) * p.step_s
+        self._stop_at_obstacle(was_at)
+
+    def _stop_at_obstacle(self, was_at: float) -> None:
+        """The shaft does not pass `faults.block_at` (it was at `was_at` before this tick)."""
+        block = self.faults.block_at
+        if block is not None:
+            if was_at != block:
+                self._block_side = math.copysign(1.0, was_at - block)
+            if (self.position - block) * self._block_side < 0.0:
+                self.position, self.velocity = block, 0.0  # against the obstacle
+
+    @property
+    def effort(self) -> float:
+        """The drive's effort, a signed fraction of its stall torque: proportional to the
+        position error while enabled (`EFFORT_PER_RAD`), saturating at 1; 0 with torque off."""
+        if not self.enabled:
+            return 0.0
+        return _clamp((self.target - self.position) * EFFORT_PER_RAD, 1.0)
+
+    def _impedance_torque(self) -> float:
+        imp = self._impedance
+        assert imp is not None
+        torque = (
+            imp.kp * (imp.position - self.position)
+            + imp.kd * (imp.velocity - self.velocity)
+            + imp.torque_ff
+        )
+        return _clamp(torque, imp.max_torque)
 
     def _position_loop(self, error: float) -> float:
         """The position loop's velocity demand for a position error (rad -> rad/s): linear within
@@ -343,6 +432,18 @@ class SimulatedMotor:
         return math.copysign(
             math.sqrt(2.0 * deceleration * (distance - 0.5 * self._linear_zone)), error
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Impedance:
+    """An impedance command (see `SimulatedMotor.command_impedance`)."""
+
+    position: float
+    velocity: float
+    kp: float
+    kd: float
+    torque_ff: float
+    max_torque: float
 
 
 def _clamp(value: float, bound: float) -> float:

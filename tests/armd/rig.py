@@ -13,7 +13,7 @@ from armd.goals import GoalPipeline, PlanSettings
 from armd.loop import ControlLoop, LoopSettings
 from armd.messages import Fault, StatusUpdate
 from armd.protocol import Event, FaultChanged, LoopPort, MoveTo, Sample
-from armd.safety import SafetyThresholds
+from armd.safety import SafetyThresholds, StallLimits
 from armd.statuses import StatusLedger
 from armd.timing import Schedule
 from armd.trajectory import MotionLimits
@@ -88,6 +88,8 @@ async def make_rig(
     disable_on_fault: bool = False,
     statuses: StatusLedger | None = None,
     sample_every: int = 1,
+    stall: StallLimits | None = None,
+    unfollowed: tuple[int, ...] = (),
 ) -> Rig:
     """The rig; with `statuses`, the loop reports through that ledger (as in the daemon), whose
     output must then be the rig's `statuses` list."""
@@ -131,6 +133,8 @@ async def make_rig(
             following_error=0.05,
             following_error_per_velocity=0.1,
             limit_tolerance=0.02,
+            stall=stall,
+            unfollowed=unfollowed,
         ),
         transmission=transmission,
         drivers={"sim": DriverSetup("sim", "sim", SimDriver, params, tuple(tree.joint_names))},
@@ -168,13 +172,16 @@ def move(goal_id: str, target: list[float], speed: float = 1.0) -> MoveTo:
 
 
 async def pipeline_rig(
-    q0: np.ndarray, settings: PlanSettings
+    q0: np.ndarray,
+    settings: PlanSettings,
+    stall: StallLimits | None = None,
+    unfollowed: tuple[int, ...] = (),
 ) -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
     """A goal pipeline in front of a rig's loop, both reporting through one ledger (as in the
     daemon) into the rig's `statuses`, which is also returned."""
     statuses: list[StatusUpdate] = []
     ledger = StatusLedger(statuses.append)
-    rig = await make_rig(q0, statuses=ledger)
+    rig = await make_rig(q0, statuses=ledger, stall=stall, unfollowed=unfollowed)
     rig.statuses = statuses
     rig.port = LoopPort(rig.loop.handle, ledger.report, rig.tree.dof)
     await rig.run(1)

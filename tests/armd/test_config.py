@@ -18,6 +18,7 @@ import yaml
 from armd.config import build_drivers, load_config
 from armd.config_schema import DEFAULT_JERK_PER_ACCELERATION
 from armd.errors import ConfigError
+from drivers import DRIVERS
 from drivers.sim.driver import ManualClock, SimDriver, SimDriverParams
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
@@ -380,10 +381,7 @@ CASES = [
     # drivers and devices
     pytest.param(
         _set("drivers", "sim", "type", value="canopen"),
-        (
-            "drivers.sim.type: unknown driver 'canopen'; expected one of "
-            "['dynamixel', 'odrive', 'sim']"
-        ),
+        (f"drivers.sim.type: unknown driver 'canopen'; expected one of {sorted(DRIVERS)}"),
         id="unknown-driver-type",
     ),
     pytest.param(

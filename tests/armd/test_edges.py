@@ -20,10 +20,11 @@ import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from armd.goals import GoalPipeline, PlanSettings
+from armd.goals import GoalPipeline, Gripper, PlanSettings
 from armd.messages import (
     Goal,
     GoalStatus,
+    GripperGoal,
     JointsGoal,
     KeypointsGoal,
     PoseGoal,
@@ -45,6 +46,7 @@ SETTINGS = PlanSettings(
     max_linear_speed=0.25,
     max_angular_speed=1.0,
     pose_tolerance=(1e-3, 1e-2),
+    gripper=Gripper("wrist_3_joint", open=1.0, closed=-1.0, max_effort=1.0, effort=0.5),
 )
 JOINT_LIMIT = 3.0  # the rig's joint limits: ±3 rad
 
@@ -96,7 +98,16 @@ def keypoints_goal() -> st.SearchStrategy[dict[str, Any]]:
     )  # fmt: skip
 
 
-documents = st.one_of(joints_goal(), pose_goal(), keypoints_goal(), st.just({"type": "stop"}))
+def gripper_goal() -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {"type": st.just("gripper"), "position": st.sampled_from(["open", "close"]) | speeds},
+        optional={"effort": speeds, "speed": speeds},
+    )
+
+
+documents = st.one_of(
+    joints_goal(), pose_goal(), keypoints_goal(), gripper_goal(), st.just({"type": "stop"})
+)
 steps = st.lists(
     st.tuples(documents, st.booleans(), st.integers(0, 150)),  # (goal, through the parser, ticks)
     min_size=1,
@@ -118,6 +129,13 @@ def direct_goal(goal_id: str, document: dict[str, Any]) -> Goal | None:
         unit = None if orientation is None else tuple(c / norm for c in orientation)
         return PoseGoal(goal_id, tuple(document["position"]), unit, "tool0",  # type: ignore[arg-type]
                         document.get("motion", "joint"), speed)  # fmt: skip
+    if kind == "gripper":
+        position = document["position"]
+        opening = {"open": 1.0, "close": 0.0}.get(position, position)
+        effort = document.get("effort")
+        return GripperGoal(
+            goal_id, float(opening), None if effort is None else float(effort), speed
+        )
     if kind == "keypoints":
         order = [link for link in LINKS if link in document["points"]]
         points = tuple(tuple(document["points"][link]) for link in order)
@@ -171,6 +189,8 @@ def assert_contract(statuses: list[StatusUpdate]) -> None:
     ]
 )
 @example([({"type": "pose", "position": (1e308, 0.1, 0.4), "motion": "linear"}, False, 0)])
+@example([({"type": "gripper", "position": "close", "effort": 5e-324}, True, 150)])
+@example([({"type": "gripper", "position": 0.0, "effort": 0.0, "speed": 1.0}, False, 150)])
 @example([({"type": "pose", "position": (99.0, 0.1, 0.4), "motion": "linear"}, False, 0)])
 async def test_edge_values_never_take_anything_down(
     script: list[tuple[dict[str, Any], bool, int]],

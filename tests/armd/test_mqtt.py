@@ -179,7 +179,7 @@ def telemetry(t: float) -> Telemetry:
     return Telemetry(
         t=t,
         mode=Mode.HOLDING,
-        joints={"shoulder": (0.1, 0.0), "elbow": (-0.2, 0.0)},
+        joints={"shoulder": (0.1, 0.0, 0.25), "elbow": (-0.2, 0.0, float("nan"))},
         tcp_link="tool",
         tcp_position=(0.3, 0.0, 0.5),
         tcp_orientation=(1.0, 0.0, 0.0, 0.0),
@@ -489,7 +489,7 @@ async def test_telemetry_mailbox_keeps_only_the_latest(mosquitto: MosquittoBroke
             "mode": "holding",
             "missed_ticks": 0,
             "joints": {
-                "shoulder": {"position": 0.1, "velocity": 0.0},
+                "shoulder": {"position": 0.1, "velocity": 0.0, "effort": 0.25},
                 "elbow": {"position": -0.2, "velocity": 0.0},
             },
             "tcp": {"link": "tool", "position": [0.3, 0.0, 0.5], "orientation": [1.0, 0, 0, 0]},

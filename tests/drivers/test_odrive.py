@@ -190,6 +190,24 @@ async def test_input_mode_is_configured(channel: str) -> None:
         assert sim.axis(0).input_mode is proto.InputMode.POS_FILTER
 
 
+async def test_current_and_velocity_limits_are_sent_at_enable(channel: str) -> None:
+    devices = {
+        "shoulder": {"node_id": 0, "current_limit": 12.5, "velocity_limit": 4.0},
+        "elbow": {"node_id": 1},  # no limits: the axis keeps its own configuration
+    }
+    async with simulated(channel) as sim, ODriveDriver(params(channel, devices=devices)) as driver:
+        await driver.enable()
+        assert (sim.axis(0).velocity_limit_turns_s, sim.axis(0).current_limit_a) == (4.0, 12.5)
+        assert (sim.axis(1).velocity_limit_turns_s, sim.axis(1).current_limit_a) == (None, None)
+
+
+def test_limits_go_together(channel: str) -> None:
+    with pytest.raises(pydantic.ValidationError, match="current_limit and velocity_limit go"):
+        params(channel, devices={"a": {"node_id": 1, "current_limit": 10.0}})
+    with pytest.raises(pydantic.ValidationError, match="greater than 0"):
+        params(channel, devices={"a": {"node_id": 1, "current_limit": -1, "velocity_limit": 2}})
+
+
 async def test_write_rejects_non_finite_commands(channel: str) -> None:
     async with simulated(channel), ODriveDriver(params(channel)) as driver:
         await driver.enable()

@@ -163,3 +163,15 @@ def test_command_round_trips(node: int, state: proto.AxisState, mode: proto.Inpu
     assert proto.parse_set_axis_state(proto.make_set_axis_state(node, state).data) == state
     frame = proto.make_set_controller_mode(node, proto.ControlMode.POSITION_CONTROL, mode)
     assert proto.parse_set_controller_mode(frame.data) == (3, mode)
+
+
+def test_set_limits_is_two_little_endian_float32() -> None:
+    # Set_Limits (0x0F) of node 3: id 3 << 5 | 0x0F = 0x6F; 4.0 = 0x40800000, 12.5 = 0x41480000
+    frame = proto.make_set_limits(3, 4.0, 12.5)
+    assert frame.arbitration_id == 0x6F
+    assert frame.data == bytes.fromhex("0000804000004841")
+    assert proto.parse_set_limits(frame.data) == (4.0, 12.5)
+    with pytest.raises(ValueError, match=r"current_limit: -1\.0 must be >= 0"):
+        proto.make_set_limits(3, 4.0, -1.0)
+    with pytest.raises(ValueError, match="velocity_limit"):
+        proto.make_set_limits(3, math.nan, 1.0)

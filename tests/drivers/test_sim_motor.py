@@ -334,3 +334,49 @@ def test_invalid_motor_parameters_are_named(field: str, value: float, expected: 
 def test_invalid_link_faults_are_named(kwargs: dict[str, float], expected: str) -> None:
     with pytest.raises(DriverConfigError, match=expected):
         LinkFaults(**kwargs)  # type: ignore[arg-type]
+
+
+# -- impedance mode (the MIT actuators' law) ---------------------------------------------------
+
+
+def test_impedance_settles_where_the_spring_balances_the_feed_forward(clock: ManualClock) -> None:
+    motor = enabled_motor(clock, max_velocity=20.0, inertia=0.01)
+    # kp 20 N·m/rad, kd 0.5 N·m·s/rad (ζ = 0.5 / (2·√(20·0.01)) ≈ 0.56): rests where
+    # kp·(1 - p) + 0.4 N·m = 0, i.e. p = 1.02 rad, holding -0.4 N·m of spring.
+    motor.command_impedance(1.0, 0.0, kp=20.0, kd=0.5, torque_ff=0.4)
+    trace(motor, clock, 3.0)
+    assert motor.position == pytest.approx(1.02, abs=1e-6)
+    assert motor.velocity == pytest.approx(0.0, abs=1e-6)
+    assert motor.torque == pytest.approx(0.0, abs=1e-5)
+
+
+def test_impedance_torque_is_clamped_and_limits_still_hold(clock: ManualClock) -> None:
+    motor = enabled_motor(clock, max_velocity=5.0, max_acceleration=1000.0, inertia=0.01)
+    motor.command_impedance(10.0, 0.0, kp=100.0, kd=0.0, max_torque=2.0)
+    clock.advance(STEP_S)
+    motor.advance()
+    assert motor.torque == pytest.approx(2.0, abs=1e-12)  # 1000 N·m asked
+    assert motor.velocity == pytest.approx(2.0 / 0.01 * STEP_S, abs=1e-12)  # a = τ / J
+    velocities = [v for _, v in trace(motor, clock, 1.0)]
+    assert max(abs(v) for v in velocities) <= 5.0 + LIMIT_TOLERANCE
+
+
+def test_a_position_command_leaves_impedance_mode(clock: ManualClock) -> None:
+    motor = enabled_motor(clock)
+    motor.command_impedance(0.5, 0.0, kp=0.0, kd=0.0)  # no torque at all: stays put
+    trace(motor, clock, 0.2)
+    assert motor.position == pytest.approx(0.0, abs=1e-12)
+    motor.command(0.5)  # the cascade again
+    trace(motor, clock, 1.0)
+    assert motor.position == pytest.approx(0.5, abs=1e-6)
+
+
+def test_impedance_stops_with_the_torque_off(clock: ManualClock) -> None:
+    motor = enabled_motor(clock)
+    motor.command_impedance(0.0, 3.0, kp=0.0, kd=1.0)
+    trace(motor, clock, 0.5)
+    assert motor.velocity == pytest.approx(3.0, abs=1e-3)
+    motor.disable()
+    trace(motor, clock, 0.5)
+    assert motor.velocity == 0.0
+    assert motor.torque == pytest.approx(0.0, abs=1e-12)
