@@ -31,6 +31,11 @@ How the simulated devices behave, as real drives do:
   whose torque is off at the positions it gives, as a hand moving a limp arm would
   (`SimulatedMotor.move_by_hand`); how tests move the arm for ``armd calibrate``. A missing or
   half-written file is ignored until it is complete.
+- End stops and torque limit: a device's `end_stops` ([low, high], rad at the shaft) bound its
+  travel (`MotorFaults.end_stops`: the drive keeps pushing, its effort rises); its `torque_limit`
+  (a fraction of the stall torque, like a Feetech servo's) clamps the effort it applies and
+  reports (`DeviceState.effort`, 2 × the position error, saturating). ``armd calibrate --auto``
+  drives into them.
 - Disconnection: while any device is disconnected, `open()` raises `DriverOpenError`, and `read()`,
   `write()`, `enable()`, `disable()` and `clear_faults()` raise `DriverIOError`. Like a serial port
   that vanished, the driver then stays failed until it is closed and reopened with the link back.
@@ -115,6 +120,12 @@ class SimDeviceParams(BaseModel):
     initial_position: float = Field(0.0, allow_inf_nan=False, description="rad")
     watchdog_s: float = Field(0.1, ge=0.0, allow_inf_nan=False, description="s; 0 disables")
     seed: int = Field(0, ge=0, description="seeds the encoder noise and the link faults")
+    torque_limit: float = Field(
+        1.0, gt=0.0, le=1.0, allow_inf_nan=False, description="fraction of the stall torque"
+    )
+    end_stops: tuple[float, float] | None = Field(
+        None, description="[low, high], rad: the shaft's mechanical travel (None: unbounded)"
+    )
 
     @model_validator(mode="after")
     def _velocity_loop_faster_than_position_loop(self) -> Self:
@@ -123,6 +134,15 @@ class SimDeviceParams(BaseModel):
                 f"velocity_gain {self.velocity_gain} 1/s must be > position_gain "
                 f"{self.position_gain} 1/s (4 × position_gain is critically damped)"
             )
+        if self.end_stops is not None:
+            low, high = self.end_stops
+            if not (math.isfinite(low) and math.isfinite(high) and low < high):
+                raise ValueError(f"end_stops [{low}, {high}]: must be finite, low < high")
+            if not low <= self.initial_position <= high:
+                raise ValueError(
+                    f"initial_position {self.initial_position} rad outside end_stops "
+                    f"[{low}, {high}]"
+                )
         return self
 
     def motor_params(self) -> MotorParams:
@@ -222,6 +242,8 @@ class SimDriver(Driver):
             )
             for name, device in params.devices.items()
         }
+        for name, device in params.devices.items():
+            self._devices[name].motor.faults.end_stops = device.end_stops
         self._states: dict[str, DeviceState] = {}
         self._lost: tuple[str, ...] = ()
         self._hand_seen: bytes | None = None  # the hand file's content, once applied
@@ -337,7 +359,7 @@ class SimDriver(Driver):
             timestamp=now + link.delay_s,
             fault=self._fault(device.motor),
             enabled=device.motor.enabled,
-            effort=device.motor.effort,
+            effort=_clamp(device.motor.effort, self.params.devices[name].torque_limit),
         )
 
     def _follow_hand(self, path: str) -> None:
@@ -401,3 +423,7 @@ class SimDriver(Driver):
             for name in gone:
                 self.stats.count_error(name, "io_errors", message)
             raise DriverIOError(message)
+
+
+def _clamp(value: float, bound: float) -> float:
+    return max(-bound, min(bound, value))

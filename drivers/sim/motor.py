@@ -145,12 +145,16 @@ class MotorFaults:
     block_at: an obstacle at this shaft position (an object between a gripper's fingers, an end
         stop): the shaft stops there instead of passing it, from either side, while the drive
         keeps pushing (`SimulatedMotor.effort` rises). None: no obstacle.
+    end_stops: (low, high), the shaft's mechanical travel: it never leaves [low, high] (a hand
+        cannot push it out either), and pushing beyond one stops it there, like `block_at`.
+        None: unbounded.
     """
 
     fault_code: int = 0
     frozen_encoder: bool = False
     stuck: bool = False
     block_at: float | None = None
+    end_stops: tuple[float, float] | None = None
 
 
 @dataclass(slots=True)
@@ -304,6 +308,9 @@ class SimulatedMotor:
             raise DriverConfigError(f"move_by_hand: position {position} rad must be finite")
         self.advance()
         if not self.enabled and not self.faults.stuck:
+            stops = self.faults.end_stops
+            if stops is not None:
+                position = min(max(position, stops[0]), stops[1])
             self.position, self.velocity = position, 0.0
 
     def sample(self) -> MotorSample:
@@ -395,13 +402,17 @@ class SimulatedMotor:
         self._stop_at_obstacle(was_at)
 
     def _stop_at_obstacle(self, was_at: float) -> None:
-        """The shaft does not pass `faults.block_at` (it was at `was_at` before this tick)."""
+        """The shaft does not pass `faults.block_at` (it was at `was_at` before this tick), nor
+        leave `faults.end_stops`."""
         block = self.faults.block_at
         if block is not None:
             if was_at != block:
                 self._block_side = math.copysign(1.0, was_at - block)
             if (self.position - block) * self._block_side < 0.0:
                 self.position, self.velocity = block, 0.0  # against the obstacle
+        stops = self.faults.end_stops
+        if stops is not None and not stops[0] <= self.position <= stops[1]:
+            self.position, self.velocity = min(max(self.position, stops[0]), stops[1]), 0.0
 
     @property
     def effort(self) -> float:
