@@ -12,8 +12,9 @@ file, else ``<config stem>.calibration.yaml`` next to the config); joints alread
 calibrated now are kept. Ctrl-C or Ctrl-D aborts with nothing written.
 
 ``--import-lerobot FILE.json`` converts a LeRobot so101/so100 follower calibration instead (motors
-matched to joints by servo id, or ``--map lerobot_name=joint``). ``--auto`` (drive into the end
-stops at a low torque) is refused: it needs per-joint torque limits, which the config has not.
+matched to joints by servo id, or ``--map lerobot_name=joint``). ``--auto`` drives each joint
+into its two end stops at a low torque limit instead of the hand, and takes the middle of its
+range as the reference (`armd.commands.calibrate_auto`; feetech and sim devices only).
 
 Exit codes: 0 written; 1 a bad file, a device that does not answer, a refused range, aborted
 by end of input or declined; 2 a wrong argument; 130 Ctrl-C.
@@ -23,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from armd.autocal import AutoRefusedError, AutoSettings, EndStopError, limited_drivers
 from armd.calibration import (
     FORMAT_VERSION,
     CalibrationFile,
@@ -41,7 +44,8 @@ from armd.calibration import (
     read_calibration,
     write_calibration,
 )
-from armd.commands._cli import EXIT_FAILURE, EXIT_OK, UsageError, guarded, say_error
+from armd.commands._cli import EXIT_FAILURE, EXIT_OK, UsageError, guarded
+from armd.commands.calibrate_auto import record_auto
 from armd.commands.calibrate_session import Aborted, Keyboard, record
 from armd.config import ArmSetup, load_config
 from armd.config_checks import resolve_path
@@ -72,8 +76,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--auto",
         action="store_true",
-        help="drive into the end stops at a low torque (refused: needs torque limits)",
+        help="drive each joint into its end stops at a low torque limit (feetech, sim devices)",
     )
+    defaults = AutoSettings()
+    for flag, default, unit, what in (
+        ("--auto-torque", defaults.torque, "", "torque limit, fraction of stall"),
+        ("--auto-speed", defaults.speed, " rad/s (m/s)", "speed"),
+        ("--auto-max-travel", defaults.max_travel, " rad (m)", "the farthest from the start"),
+        ("--auto-timeout", defaults.timeout_s, " s", "the longest search of one joint"),
+    ):
+        parser.add_argument(
+            flag,
+            type=float,
+            default=default,
+            metavar="X",
+            help=f"--auto: {what} ({default:g}{unit})",
+        )
     parser.add_argument(
         "--import-lerobot", type=Path, metavar="FILE.json", help="convert a LeRobot calibration"
     )
@@ -95,21 +113,19 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
 
 
-@guarded(ConfigError, DriverError, OSError, context=lambda args: "calibrate")
+@guarded(ConfigError, AutoRefusedError, DriverError, OSError, context=lambda args: "calibrate")
 def _run(args: argparse.Namespace) -> int:
     mapping = _mapping(args.map)
     if mapping and args.import_lerobot is None:
         raise UsageError("--map goes with --import-lerobot")
     setup = load_config(args.config, kernels=False, calibration=False)
     joints = _joints(setup.config.joints, args.joint)
-    if args.auto:
-        say_error(
-            f"calibrate --auto: refused for every joint ({', '.join(joints)}): driving a joint "
-            "into its end stops is safe only at a low torque limit (joints.<name>.torque_limit), "
-            "and the config has no torque limits yet (they come with the torque-limit work). "
-            f"Calibrate by hand: armd calibrate --config {args.config}"
-        )
-        return EXIT_FAILURE
+    auto = _auto_settings(args) if args.auto else None
+    if auto is not None:
+        if args.import_lerobot is not None:
+            raise UsageError("--auto and --import-lerobot: one or the other")
+        # refused before anything opens: joints whose device has no settable torque limit
+        limited_drivers(setup.drivers, [setup.joints[j] for j in joints], auto.torque)
     out = args.out or default_path(setup.path, setup.config)
     # a broken file there is reported now, before any work, and never overwritten blindly
     existing = read_calibration(out)[0] if out.exists() else None
@@ -130,8 +146,8 @@ def _run(args: argparse.Namespace) -> int:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("a guided procedure: run it in a terminal (stdin and stdout)")
         try:
-            entries = asyncio.run(_guided(setup, joints))
-        except Aborted as exc:
+            entries = asyncio.run(_guided(setup, joints, auto))
+        except (Aborted, EndStopError) as exc:
             print(f"\naborted ({exc}): nothing written", file=sys.stderr)
             return EXIT_FAILURE
         if entries is None:
@@ -161,12 +177,36 @@ def _joints(configured: Mapping[str, JointConfig], wanted: list[str] | None) -> 
     return list(dict.fromkeys(wanted))
 
 
-async def _guided(setup: ArmSetup, joints: list[str]) -> dict[str, JointCalibration] | None:
-    """The terminal procedure (`calibrate_session.record`), the summary and the confirmation:
-    the new entries by joint, or None when the user declined."""
+def _auto_settings(args: argparse.Namespace) -> AutoSettings:
+    for flag, value, low, high in (
+        ("--auto-torque", args.auto_torque, 0.0, 1.0),
+        ("--auto-speed", args.auto_speed, 0.0, math.inf),
+        ("--auto-max-travel", args.auto_max_travel, 0.0, math.inf),
+        ("--auto-timeout", args.auto_timeout, 0.0, math.inf),
+    ):
+        if not (math.isfinite(value) and low < value <= high):
+            bound = f"in (0, {high:g}]" if math.isfinite(high) else "finite and > 0"
+            raise UsageError(f"{flag} {value:g}: must be {bound}")
+    return AutoSettings(
+        torque=args.auto_torque,
+        speed=args.auto_speed,
+        max_travel=args.auto_max_travel,
+        timeout_s=args.auto_timeout,
+    )
+
+
+async def _guided(
+    setup: ArmSetup, joints: list[str], auto: AutoSettings | None
+) -> dict[str, JointCalibration] | None:
+    """The terminal procedure (`calibrate_session.record`, or `calibrate_auto.record_auto` with
+    `auto`), the summary and the confirmation: the new entries by joint, or None when the user
+    declined."""
     keyboard = Keyboard(sys.stdin.fileno())
     try:
-        readings = await record(setup, joints, keyboard, sys.stdout)
+        if auto is None:
+            readings = await record(setup, joints, keyboard, sys.stdout)
+        else:
+            readings = await record_auto(setup, joints, auto, keyboard, sys.stdout)
         recorded = now_utc()
         entries: dict[str, JointCalibration] = {}
         outside: list[str] = []
@@ -182,6 +222,7 @@ async def _guided(setup: ArmSetup, joints: list[str]) -> dict[str, JointCalibrat
                 driver=t.driver,
                 device=t.device,
                 device_id=device_id(setup.config, t.driver, t.device),
+                source="armd calibrate" if auto is None else "armd calibrate --auto",
             )
         if outside:
             raise Aborted(
