@@ -13,9 +13,11 @@ its memory table, serving the SCS/STS instructions one packet at a time, byte fo
   has 1024 counts (512 in the middle), big-endian words, no Sync Read (it ignores one), Lock at
   48, and Max_Torque_Limit (16) as its only torque limit.
 - Load (`Present_Load`, 0.1 % of stall torque, sign bit 10): the injected external load
-  (`faults.external_load`, a fraction of stall torque) plus a viscous term, clamped to Torque
-  Limit (48). A load beyond the limit stalls the shaft. While |load| ≥ Overload_Torque (36, %) for
-  Protection_Time (35, 10 ms) the OVERLOAD bit latches (cleared by a write to Torque Enable).
+  (`faults.external_load`, a fraction of stall torque) plus a viscous term, plus the push of a
+  shaft held by an obstacle (`motor.faults.block_at` or `end_stops`: `obstacle_effort`), clamped
+  to Torque Limit (48). A load beyond the limit stalls the shaft. While |load| ≥ Overload_Torque
+  (36, %) for Protection_Time (35, 10 ms) the OVERLOAD bit latches (cleared by a write to Torque
+  Enable).
 - Temperature: ambient + heating × load² (a steady-state model), or `faults.temperature_c`;
   above Max_Temperature_Limit (13) the OVERHEAT bit is set. Voltage: `faults.supply_v` outside
   Min/Max_Voltage_Limit (15/14) sets the VOLTAGE bit. `faults.sensor_error` sets SENSOR.
@@ -298,7 +300,7 @@ class SimulatedServo:
         load = 0.0
         if torque_on:
             viscous = _VISCOUS_LOAD * sample.velocity / self.motor.params.max_velocity
-            demand = f.external_load + viscous
+            demand = f.external_load + viscous + self.motor.obstacle_effort  # e.g. an end stop
             load = max(-limit, min(limit, demand))
             self.motor.faults.stuck = abs(f.external_load) > limit
         else:

@@ -422,6 +422,19 @@ class SimulatedMotor:
             return 0.0
         return _clamp((self.target - self.position) * EFFORT_PER_RAD, 1.0)
 
+    @property
+    def obstacle_effort(self) -> float:
+        """The part of `effort` spent pushing against an obstacle: `effort` while the shaft rests
+        at `faults.block_at` or at an end stop with its target beyond it, else 0. (A simulated
+        device whose load model ignores position errors adds it: a servo pushing into a wall.)"""
+        f = self.faults
+        walls = [] if f.end_stops is None else list(f.end_stops)
+        if f.block_at is not None:
+            walls.append(f.block_at)
+        push = self.target - self.position
+        at_wall = any(abs(self.position - wall) <= _SETTLED for wall in walls)
+        return self.effort if at_wall and push != 0.0 and self.velocity == 0.0 else 0.0
+
     def _impedance_torque(self) -> float:
         imp = self._impedance
         assert imp is not None
