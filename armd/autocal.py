@@ -52,6 +52,7 @@ SETTLED = STALL_LAG / 4  # rad (m) at the motor: a move has arrived
 EFFORT_AT_LIMIT = 0.9  # of the torque limit: the device pushes as hard as it may
 STILL = 0.25  # of the ramp's speed: slower than this, the joint is not following
 READ_TIMEOUT_S = 1.0
+STALE_S = 0.25  # a reading older than this is no evidence of where the joint is now
 
 
 class AutoRefusedError(ArmdError):
@@ -276,10 +277,19 @@ class EndStops:
                 f"joint {t.joint!r}: its end stops were not found within "
                 f"{self.settings.timeout_s:g} s (--auto-timeout)"
             )
-        state = (await self.read()).get(key)
-        if state is None:
-            raise EndStopError(f"joint {t.joint!r}: device {t.driver}/{t.device} does not answer")
-        if state.fault is not None or not state.enabled:
-            why = state.fault.message if state.fault is not None else "it left closed loop"
-            raise EndStopError(f"joint {t.joint!r}: device {t.driver}/{t.device}: {why}")
+        states = await self.read()
+        for (drv, dev), other in states.items():
+            if other.fault is not None:  # a held joint's device too: stop everything
+                raise EndStopError(
+                    f"while searching joint {t.joint!r}: device {drv}/{dev}: {other.fault.message}"
+                )
+        state = states.get(key)
+        age = None if state is None else self.drivers[t.driver].clock() - state.timestamp
+        if state is None or age is None or age > STALE_S:
+            raise EndStopError(
+                f"joint {t.joint!r}: device {t.driver}/{t.device} does not answer (no reading "
+                f"for more than {STALE_S:g} s)"
+            )
+        if not state.enabled:
+            raise EndStopError(f"joint {t.joint!r}: device {t.driver}/{t.device} left closed loop")
         return state

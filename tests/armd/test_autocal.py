@@ -6,6 +6,7 @@ may be driven into their stops at all (`limited_drivers`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import pytest
 
@@ -22,7 +23,7 @@ from armd.wiring import DriverSetup
 from drivers import Driver
 from drivers.dynamixel.driver import DynamixelDriver
 from drivers.feetech.driver import FeetechDriver
-from drivers.sim.driver import ManualClock, SimDriver
+from drivers.sim.driver import ManualClock, SimDriver, SimFault
 from drivers.sim.motor import MotorParams
 
 COUNT = MotorParams().resolution  # one count of the sim devices' encoder, rad
@@ -38,7 +39,11 @@ def sim_driver(clock: ManualClock, stops: tuple[float, float] | None) -> SimDriv
 
 
 async def search(
-    clock: ManualClock, driver: SimDriver, t: Transmission, settings: AutoSettings = SETTINGS
+    clock: ManualClock,
+    driver: SimDriver,
+    t: Transmission,
+    settings: AutoSettings = SETTINGS,
+    report: Callable[[str], None] = lambda line: None,
 ) -> tuple[float, float]:
     async def sleep(dt: float) -> None:
         clock.advance(dt)
@@ -47,7 +52,7 @@ async def search(
     search = EndStops(drivers, settings, {t.joint: 0.2}, clock=clock, sleep=sleep)
     async with driver:
         await driver.enable()
-        return await search.find(t, lambda line: None)
+        return await search.find(t, report)
 
 
 @pytest.mark.parametrize(("sign", "gear"), [(1, 1.0), (-1, 1.0), (1, 3.0)])
@@ -81,6 +86,39 @@ async def test_a_search_that_takes_too_long_times_out() -> None:
     with pytest.raises(EndStopError, match=r"joint 'j': its end stops were not found within 2 s"):
         await search(clock, driver, t, AutoSettings(speed=0.2, timeout_s=2.0))
     assert clock.now == pytest.approx(2.0, abs=0.05)
+
+
+class After:
+    """A report callback that does `act` once, at its `n`-th call (a tick of the search)."""
+
+    def __init__(self, n: int, act: Callable[[], None]) -> None:
+        self.calls, self.n, self.act = 0, n, act
+
+    def __call__(self, line: str) -> None:
+        self.calls += 1
+        if self.calls == self.n:
+            self.act()
+
+
+async def test_a_device_that_stops_answering_or_faults_ends_the_search() -> None:
+    clock = ManualClock()
+    driver = sim_driver(clock, (-0.5, 0.75))
+    t = Transmission("j", "sim", "a")
+
+    def silence() -> None:
+        driver.link("a").drop_probability = 1.0  # its last reading stays, and ages
+
+    with pytest.raises(EndStopError, match=r"joint 'j': device sim/a does not answer"):
+        await search(clock, driver, t, report=After(10, silence))
+    assert driver.motor("a").position < 0.75 - 0.1  # stopped long before the stop
+
+    driver = sim_driver(clock, (-0.5, 0.75))
+
+    def fault() -> None:
+        driver.motor("b").faults.fault_code = SimFault.OVERTEMPERATURE
+
+    with pytest.raises(EndStopError, match=r"searching joint 'j': device sim/b: overtemp"):
+        await search(clock, driver, t, report=After(10, fault))
 
 
 def setup_of(name: str, cls: type[Driver], params: dict[str, object]) -> DriverSetup:
