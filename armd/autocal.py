@@ -165,6 +165,7 @@ class EndStops:
         """`torque`: each searched joint's torque limit (its device's, lowered)."""
         self.drivers = drivers
         self.settings = settings
+        self.current = settings  # the joint's under search: capped by its limits
         self.torque = torque
         self.clock = clock
         self.sleep = sleep
@@ -190,7 +191,7 @@ class EndStops:
                 speed=min(s.speed, limit.velocity),
                 acceleration=min(s.acceleration, limit.acceleration),
             )
-        self.settings = s
+        self.current = s
         key = (t.driver, t.device)
         self.hold = {k: state.position for k, state in (await self.read()).items()}
         start = self.hold[key]
@@ -212,7 +213,7 @@ class EndStops:
         self, t: Transmission, direction: float, bound: float, deadline: float, report: Report
     ) -> float:
         """Ramp toward `bound` until the joint stalls there for `dwell_s`: its position."""
-        s = self.settings
+        s = self.current
         key = (t.driver, t.device)
         scale = abs(t.scale)
         ramp = _Ramp(self.hold[key], direction, s.speed * scale, s.acceleration * scale)
@@ -246,7 +247,7 @@ class EndStops:
 
     async def _move(self, t: Transmission, target: float, deadline: float, report: Report) -> None:
         """Ramp the joint to `target` (motor units) and wait there until it follows."""
-        s = self.settings
+        s = self.current
         key = (t.driver, t.device)
         scale = abs(t.scale)
         position = self.hold[key]
@@ -271,11 +272,11 @@ class EndStops:
         for name, driver in self.drivers.items():
             mine = {dev: c for (drv, dev), c in commands.items() if drv == name}
             await asyncio.wait_for(driver.write(mine), READ_TIMEOUT_S)
-        await self.sleep(self.settings.period_s)
+        await self.sleep(self.current.period_s)
         if self.clock() > deadline:
             raise EndStopError(
                 f"joint {t.joint!r}: its end stops were not found within "
-                f"{self.settings.timeout_s:g} s (--auto-timeout)"
+                f"{self.current.timeout_s:g} s (--auto-timeout)"
             )
         states = await self.read()
         for (drv, dev), other in states.items():

@@ -25,6 +25,7 @@ from drivers.dynamixel.driver import DynamixelDriver
 from drivers.feetech.driver import FeetechDriver
 from drivers.sim.driver import ManualClock, SimDriver, SimFault
 from drivers.sim.motor import MotorParams
+from kinematics import JointLimit
 
 COUNT = MotorParams().resolution  # one count of the sim devices' encoder, rad
 SETTINGS = AutoSettings(speed=0.5, timeout_s=60.0)
@@ -160,3 +161,24 @@ def test_torque_limits_are_lowered_never_raised_and_other_devices_refused() -> N
         "joint 'y' (dynamixel/d, driver type dynamixel) has no torque limit armd can set" in message
     )
     assert math.isfinite(SETTINGS.max_travel)
+
+
+async def test_each_joint_is_searched_within_its_own_limits() -> None:
+    clock = ManualClock()
+
+    async def sleep(dt: float) -> None:
+        clock.advance(dt)
+
+    devices = {"a": {"end_stops": [-0.3, 0.3]}, "b": {"end_stops": [-0.3, 0.3]}}
+    driver = SimDriver(SimDriver.Params.model_validate({"devices": devices}), clock=clock)
+    search = EndStops({"sim": driver}, SETTINGS, {"a": 0.2, "b": 0.2}, clock=clock, sleep=sleep)
+    speeds = []
+    async with driver:
+        await driver.enable()
+        for name, limit in (("a", JointLimit(velocity=0.1, acceleration=0.2)), ("b", None)):
+            t = Transmission(name, "sim", name)
+            assert await search.find(t, lambda line: None, limit) == pytest.approx(
+                (-0.3, 0.3), abs=COUNT
+            )
+            speeds.append((search.current.speed, search.current.acceleration))
+    assert speeds == [(0.1, 0.2), (SETTINGS.speed, SETTINGS.acceleration)]
