@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from armd.calibration import read_calibration
-from tests.armd.terminal import CTRL_C, Terminal
+from tests.armd.terminal import CTRL_C, CTRL_D, Terminal
 from tests.system.helpers import write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,3 +137,15 @@ def test_refusals(terminals: list[Terminal]) -> None:
     t = calibrate(terminals, ROOT / "config" / "sim.yaml", "--auto-torque", "1.5")
     t.expect(r"armd: error: calibrate: --auto-torque 1\.5: must be in \(0, 1\]")
     assert t.wait() == 2
+
+
+def test_end_of_input_before_the_start_moves_nothing(
+    config: Path, terminals: list[Terminal]
+) -> None:
+    t = calibrate(terminals, config, "--joint", "elbow_joint")
+    t.expect("Press Enter to start")
+    t.type(CTRL_D)
+    t.expect(r"aborted \(end of input\): nothing written")
+    assert t.wait() == 1
+    assert "searching" not in t.output
+    assert "the drives are disabled" not in t.output
