@@ -175,7 +175,8 @@ class EndStops:
         """Every device's latest state, by (driver, device)."""
         states = {}
         for name, driver in self.drivers.items():
-            read = await asyncio.wait_for(driver.read(), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):  # not wait_for: it can lose a Ctrl-C
+                read = await driver.read()
             states.update({(name, device): state for device, state in read.items()})
         return states
 
@@ -271,7 +272,8 @@ class EndStops:
         commands[key] = DeviceCommand(command, ramp.direction * ramp.velocity)
         for name, driver in self.drivers.items():
             mine = {dev: c for (drv, dev), c in commands.items() if drv == name}
-            await asyncio.wait_for(driver.write(mine), READ_TIMEOUT_S)
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                await driver.write(mine)
         await self.sleep(self.current.period_s)
         if self.clock() > deadline:
             raise EndStopError(

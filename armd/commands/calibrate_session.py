@@ -88,10 +88,12 @@ class _Arm:
 
     async def read(self) -> dict[str, float]:
         """Motor positions by joint, for the joints whose device has answered."""
-        states = {
-            name: await asyncio.wait_for(driver.read(), READ_TIMEOUT_S)
-            for name, driver in self.drivers.items()
-        }
+        states = {}
+        for name, driver in self.drivers.items():
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow the cancellation
+            # of a Ctrl-C that arrives as the read completes
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                states[name] = await driver.read()
         return {
             t.joint: states[t.driver][t.device].position
             for t in self.joints
