@@ -29,7 +29,14 @@ STOPS = {"elbow": (1.0, 2.2), "wrist2": (1.2, 2.0), "shoulder": (-7.0, -5.5)}
 
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
-    devices = {name: {"end_stops": list(stops)} for name, stops in STOPS.items()}
+    # a generous watchdog: the devices' 0.1 s would fault when a loaded machine (the tests share
+    # their cores) delays the command process's writes; the search itself is what is tested
+    devices: dict[str, dict[str, object]] = {
+        name: {"watchdog_s": 1.0} for name in ("base", "wrist1", "wrist3")
+    }
+    devices.update(
+        {name: {"end_stops": list(stops), "watchdog_s": 1.0} for name, stops in STOPS.items()}
+    )
     return write_config(tmp_path, 1883, {"drivers": {"sim": {"params": {"devices": devices}}}})
 
 
