@@ -42,19 +42,7 @@ async def record_auto(
     setups = limited_drivers(setup.drivers, transmissions, settings.torque)
     torque = {t.joint: _torque_limit(setups[t.driver].params, t.device) for t in transmissions}
     units = position_units(setup.tree)
-    _say(out, "armd calibrate --auto drives each joint into its two end stops:")
-    for t in transmissions:
-        unit = units.get(t.joint, "rad")
-        _say(
-            out,
-            f"  {t.joint} ({t.driver}/{t.device}): torque limit {torque[t.joint]:.2f} of stall, "
-            f"{settings.speed:g} {unit}/s, at most {settings.max_travel:g} {unit} either way",
-        )
-    _say(
-        out,
-        "The other joints hold where they are. Keep clear of the arm; Ctrl-C stops it at any "
-        "time (the drives are disabled). Press Enter to start.",
-    )
+    _plan(out, transmissions, torque, settings, units)
     await keyboard.line()
     drivers = {name: s.build() for name, s in setups.items()}
     stops: dict[str, tuple[float, float]] = {}
@@ -76,6 +64,28 @@ async def record_auto(
         joint: Readings(motor_min=low, motor_max=high, motor_reference=(low + high) / 2.0)
         for joint, (low, high) in stops.items()
     }
+
+
+def _plan(
+    out: TextIO,
+    joints: Sequence[Transmission],
+    torque: Mapping[str, float],
+    settings: AutoSettings,
+    units: Mapping[str, str],
+) -> None:
+    _say(out, "armd calibrate --auto drives each joint into its two end stops:")
+    for t in joints:
+        unit = units.get(t.joint, "rad")
+        _say(
+            out,
+            f"  {t.joint} ({t.driver}/{t.device}): torque limit {torque[t.joint]:.2f} of stall, "
+            f"{settings.speed:g} {unit}/s, at most {settings.max_travel:g} {unit} either way",
+        )
+    _say(
+        out,
+        "The other joints hold where they are. Keep clear of the arm; Ctrl-C stops it at any "
+        "time (the drives are disabled). Press Enter to start.",
+    )
 
 
 def _torque_limit(params: object, device: str) -> float:
