@@ -1,6 +1,7 @@
 """The `sim` driver's end stops and torque limit: a shaft driven past an end stop stops there
 while its drive keeps pushing, its effort clamped to the torque limit; a hand cannot push it out
-either; parameters that cannot be are refused."""
+either; parameters that cannot be are refused. A simulated Feetech servo held by an end stop
+reports its push as its load, up to its torque limit."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from drivers import DeviceCommand
+from drivers.feetech.sim import STS3215_MOTOR
+from drivers.feetech.sim_device import SimulatedServo
+from drivers.feetech.table import Addr, rad_to_counts
 from drivers.sim.driver import ManualClock, SimDriver
-from drivers.sim.motor import MotorParams
+from drivers.sim.motor import MotorParams, SimulatedMotor
 
 COUNT = MotorParams().resolution
 
@@ -65,3 +69,19 @@ async def test_a_hand_cannot_push_a_shaft_past_its_end_stops(tmp_path: Path) -> 
 def test_impossible_params_are_refused(device: dict[str, object], message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         SimDriver.Params.model_validate({"devices": {"a": device}})
+
+
+def test_a_feetech_servo_pushing_into_an_end_stop_reports_its_torque_limit_as_load() -> None:
+    clock = ManualClock()
+    motor = SimulatedMotor(STS3215_MOTOR, clock)
+    motor.faults.end_stops = (-0.5, 0.3)
+    servo = SimulatedServo(1, motor)
+    servo.write_range(Addr.TORQUE_LIMIT, (250).to_bytes(2, "little"), clock.now)
+    servo.write_range(Addr.TORQUE_ENABLE, b"\x01", clock.now)
+    for goal, load in ((1.0, 250), (-1.0, -250), (0.0, 0)):  # beyond each stop, then free
+        counts = rad_to_counts(goal)  # 2048 is 0 rad
+        servo.write_range(Addr.GOAL_POSITION, counts.to_bytes(2, "little"), clock.now)
+        clock.advance(2.0)
+        servo.tick(clock.now)
+        assert servo.get(Addr.PRESENT_LOAD) == load
+    assert servo.get(Addr.TORQUE_ENABLE) == 1  # 25 % is below Overload_Torque: no overload
