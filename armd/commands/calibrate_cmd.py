@@ -16,8 +16,9 @@ matched to joints by servo id, or ``--map lerobot_name=joint``). ``--auto`` driv
 into its two end stops at a low torque limit instead of the hand, and takes the middle of its
 range as the reference (`armd.commands.calibrate_auto`; feetech and sim devices only).
 
-Exit codes: 0 written; 1 a bad file, a device that does not answer, a refused range, aborted
-by end of input or declined; 2 a wrong argument; 130 Ctrl-C.
+Exit codes: 0 written; 1 a bad file, a device that does not answer, a refused range, a joint
+refused or an end-stop search failed (``--auto``), aborted by end of input or declined; 2 a wrong
+argument; 130 Ctrl-C.
 """
 
 from __future__ import annotations
