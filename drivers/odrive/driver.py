@@ -52,6 +52,7 @@ from drivers.errors import (
 )
 from drivers.odrive import protocol as proto
 from drivers.odrive.axis import AxisRecord, decode_reply, describe_errors
+from drivers.odrive.homing import AxisHoming
 from drivers.odrive.params import ODriveAxisParams, ODriveParams
 
 __all__ = [
@@ -100,6 +101,7 @@ class ODriveDriver(Driver):
         self._link: CanLink | None = None
         self._lock = threading.Lock()
         self._last_logged: dict[str, float] = {}
+        self._homed: set[str] = set()  # axes homed since the last open()
 
     @property
     def device_names(self) -> tuple[str, ...]:
@@ -108,6 +110,17 @@ class ODriveDriver(Driver):
     @property
     def bus_label(self) -> str:
         return f"ODrive bus {self._p.interface}:{self._p.channel}"
+
+    @property
+    def enable_timeout_s(self) -> float | None:
+        """The longest the next `enable()` may take: the homing timeouts of the axes still to
+        home plus the usual confirmations; None when no homing is pending."""
+        pending = [
+            dev.homing.timeout_s
+            for name, dev in self._p.devices.items()
+            if dev.homing is not None and name not in self._homed
+        ]
+        return sum(pending) + 2 * self._p.enable_timeout_s if pending else None
 
     def estop(self) -> None:
         """Send the ODrive Estop to every axis: they disarm at once and latch ESTOP_REQUESTED
@@ -123,6 +136,7 @@ class ODriveDriver(Driver):
     async def _open(self) -> None:
         for axis in self._axes.values():
             axis.forget()
+        self._homed.clear()
         timeout_s, label = self._p.open_timeout_s, self.bus_label
         bus = await open_bus(self._bus_factory, timeout_s=timeout_s, label=label)
         self._link = CanLink(
@@ -137,15 +151,16 @@ class ODriveDriver(Driver):
             raise
 
     async def _enable(self) -> None:
+        with self._lock:
+            faults = {a: a.error for a in self._axes.values() if a.error}
+        if faults:
+            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {describe_errors(faults)}")
+        await self._home_pending()
         # Closed loop starts at the measured position, so that position must be current.
         if self._p.feedback == "rtr":
             stale = await self._refresh_estimates()
         else:
             stale = self._without_fresh_estimate(self.clock())
-        with self._lock:
-            faults = {a: a.error for a in self._axes.values() if a.error}
-        if faults:
-            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {describe_errors(faults)}")
         if stale:
             raise DriverTimeoutError(
                 f"{self.bus_label}: cannot enable without a current position from "
@@ -171,6 +186,29 @@ class ODriveDriver(Driver):
         except DriverError:
             self._send_idle_best_effort()
             raise
+
+    async def _home_pending(self) -> None:
+        """Home, one after the other, the axes with a `homing` not yet homed since `open()`.
+        Raises the homing's DriverError (naming the axis) after requesting IDLE."""
+        for axis in self._axes.values():
+            device = self._p.devices[axis.name]
+            if device.homing is None or axis.name in self._homed:
+                continue
+            homing = AxisHoming(
+                axis,
+                device,
+                send=self._send,
+                wait_for=self._wait_for,
+                lock=self._lock,
+                rtr=self._p.feedback == "rtr",
+                label=self.bus_label,
+            )
+            try:
+                await homing.run()
+            except DriverError:
+                self._send_idle_best_effort()
+                raise
+            self._homed.add(axis.name)
 
     async def _disable(self) -> None:
         """Request IDLE and confirm it by heartbeat. Raises DriverIOError, DriverTimeoutError
