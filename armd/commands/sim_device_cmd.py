@@ -13,11 +13,13 @@ that the daemon (or ``armd check --probe``) can run its real ``odrive``, ``mit``
   line of stdout (``--link`` also makes a symlink to it); give the driver that port and the same
   baud rate, its other defaults fit.
 
-``odrive`` and ``dynamixel`` take the motors' limits and initial positions as options
-(`armd.commands.sim_device_config`) and, once they serve, print on stdout the config lines that
-drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits).
 - ``feetech``: a simulated Feetech STS3215 chain on a pseudo-terminal, printed the same way; the
   ``feetech`` driver's defaults work with it (same baud rate).
+
+``odrive``, ``dynamixel`` and ``feetech`` take the motors' limits and initial positions as options
+(`armd.commands.sim_device_config`) and, once they serve, print on stdout the config lines that
+drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits); the
+serial ones print their pty alone on the first line, before those.
 
 All serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty cannot be opened,
 2 bad arguments; errors are one line on stderr, never a traceback.
@@ -40,9 +42,11 @@ from typing import Any, NoReturn
 from armd.commands._cli import EXIT_OK, EXIT_USAGE, Command, UsageError, guarded, say_error
 from armd.commands.sim_device_config import (
     DYNAMIXEL_MOTOR,
+    FEETECH_MOTOR,
     ODRIVE_MOTOR,
     add_motor_arguments,
     dynamixel_config_lines,
+    feetech_config_lines,
     motor_options,
     odrive_config_lines,
 )
@@ -243,9 +247,26 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
 def _cmd_feetech(args: argparse.Namespace) -> int:
     _check_ids("--ids", args.ids, MAX_FEETECH_ID)
     _check_serial_args(args)
+    _check_seconds("--return-delay-s", args.return_delay_s, zero_ok=True)
+    if round(args.return_delay_s / 2e-6) > 254:  # Return Delay Time (7): 2 µs units, 0..254
+        raise UsageError(f"--return-delay-s: {args.return_delay_s} s outside [0, 0.000508]")
+    motors = motor_options(args, args.ids)
     from drivers.feetech import sim as feetech_sim  # pyserial only when asked for
+    from drivers.sim.motor import MotorParams
 
-    return _serve_until_signal(feetech_sim.run, args)
+    def ready(port: str) -> None:
+        print(port, flush=True)
+        print(feetech_config_lines(port, args.baudrate, args.ids, motors), flush=True)
+
+    motor = MotorParams(
+        max_velocity=motors.max_velocity,
+        max_acceleration=motors.max_acceleration,
+        counts_per_rev=feetech_sim.STS3215_MOTOR.counts_per_rev,
+    )
+    return _serve_until_signal(
+        feetech_sim.run, args, motor_params=motor, initial_positions=motors.initial_positions,
+        return_delay_s=args.return_delay_s, on_ready=ready,
+    )  # fmt: skip
 
 
 def _check_serial_args(args: argparse.Namespace) -> None:
@@ -377,6 +398,15 @@ def _add_feetech_parser(kinds: Any) -> None:
         "feetech", help="a simulated Feetech STS3215 chain on a pty (prints its path)"
     )
     _add_serial_arguments(feetech, MAX_FEETECH_ID)
+    feetech.add_argument(
+        "--return-delay-s",
+        type=float,
+        default=0.0005,
+        metavar="S",
+        help="Return Delay Time of every servo, 0..0.000508 s (0.0005, the factory setting; "
+        "the feetech driver sets it to 0 when it opens)",
+    )
+    add_motor_arguments(feetech, FEETECH_MOTOR)
     feetech.set_defaults(func=_cmd_feetech)
 
 

@@ -25,7 +25,7 @@ import termios
 import threading
 import time
 import tty
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Self, TextIO
 
@@ -236,23 +236,33 @@ def run(
     link: str | None = None,
     return_delay_s: float = 0.0005,
     model_wire_time: bool = True,
+    motor_params: MotorParams | None = None,
+    initial_positions: Mapping[int, float] | None = None,
     stop: threading.Event | None = None,
     out: TextIO | None = None,
+    on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve a simulated chain until `stop` is set (or Ctrl-C); for ``armd sim-device feetech``.
 
-    Prints the pty path (one line, flushed) once the chain is ready; with `link`, also creates a
-    symlink at that path (replacing an existing symlink, never a regular file) and removes it on
-    exit. Point the `feetech` driver at it with the same baud rate.
+    Once the chain is ready, `on_ready(port)` runs; by default it prints the pty path (one line,
+    flushed) on `out`. With `link`, also creates a symlink at that path (replacing an existing
+    symlink, never a regular file) and removes it on exit. Point the `feetech` driver at it with
+    the same baud rate. `motor_params` (default an STS3215's) and `initial_positions` (rad at
+    the shaft, by id; default 0) shape the motors.
     """
+
+    def print_port(port: str) -> None:
+        print(port, file=out or sys.stdout, flush=True)
+
     with SimulatedFeetechChain(
-        ids, baudrate=baudrate, return_delay_s=return_delay_s, model_wire_time=model_wire_time
-    ) as chain:
+        ids, baudrate=baudrate, return_delay_s=return_delay_s, model_wire_time=model_wire_time,
+        motor_params=motor_params, initial_positions=initial_positions,
+    ) as chain:  # fmt: skip
         if link is not None:
             if os.path.islink(link):
                 os.unlink(link)
             os.symlink(chain.port, link)
-        print(chain.port, file=out or sys.stdout, flush=True)
+        (on_ready or print_port)(chain.port)
         try:
             (stop or threading.Event()).wait()
         except KeyboardInterrupt:
