@@ -117,6 +117,7 @@ class SimulatedAxis:
         self.disarm_reason = 0
         self.procedure_result = proto.ProcedureResult.SUCCESS
         self.frames_received = 0
+        self.index_searches = 0  # ENCODER_INDEX_SEARCH procedures started
         now = clock()
         self._last_feed = now
         self._procedure_end = math.inf
@@ -265,6 +266,7 @@ class SimulatedAxis:
                 self.procedure_result = proto.ProcedureResult.DISARMED
                 return
             self._enter_idle()
+            self.index_searches += 1
             self.state = proto.AxisState.ENCODER_INDEX_SEARCH
             self.procedure_result = proto.ProcedureResult.BUSY
             self._procedure_end = self.clock() + self.config.index_search_s
