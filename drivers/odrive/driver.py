@@ -13,7 +13,8 @@ Receiving runs in a thread (``bus.recv`` is blocking; see `drivers.can_link`) th
 stamps them with the injected clock and stores the latest per axis under a lock
 (`drivers.odrive.axis`); coroutines that wait for an answer are woken through an asyncio event.
 Units: the ODrive speaks turns at its encoder; a device's position in rad at the motor shaft is
-``direction * scale * 2π * turns``. The configuration is `drivers.odrive.params`.
+``direction * scale * 2π * turns``. The configuration is `drivers.odrive.params`. An axis with
+``homing`` is homed (`drivers.odrive.homing`) by the first `enable()` after each `open()`.
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ class ODriveDriver(Driver):
 
     async def _home_pending(self) -> None:
         """Home, one after the other, the axes with a `homing` not yet homed since `open()`.
-        Raises the homing's DriverError (naming the axis) after requesting IDLE."""
+        Raises the homing's DriverError (naming the axis) after requesting IDLE (as when the
+        homing is cancelled)."""
         for axis in self._axes.values():
             device = self._p.devices[axis.name]
             if device.homing is None or axis.name in self._homed:
@@ -205,7 +207,7 @@ class ODriveDriver(Driver):
             )
             try:
                 await homing.run()
-            except DriverError:
+            except BaseException:  # cancelled too: never leave an axis pushing towards a stop
                 self._send_idle_best_effort()
                 raise
             self._homed.add(axis.name)

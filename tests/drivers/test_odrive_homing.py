@@ -208,3 +208,20 @@ async def test_endstop_homing_without_a_stop_times_out(channel: str) -> None:
         )
         await idle_soon(axis)
         assert driver.lifecycle is Lifecycle.OPEN
+
+
+async def test_a_cancelled_homing_leaves_the_axis_idle(channel: str) -> None:
+    async with (
+        simulated(channel) as axis,
+        ODriveDriver(params(channel, ENDSTOP, **LIMITS)) as driver,
+    ):
+        enabling = asyncio.create_task(driver.enable())
+        deadline = time.monotonic() + 5.0
+        while axis.state is not proto.AxisState.CLOSED_LOOP_CONTROL:  # pushing, no stop ahead
+            assert time.monotonic() < deadline, "the homing never started"
+            await asyncio.sleep(0.005)
+        enabling.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await enabling
+        await idle_soon(axis)
+        assert driver.lifecycle is Lifecycle.OPEN
