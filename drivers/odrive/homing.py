@@ -124,13 +124,14 @@ class AxisHoming:
         node, device = self.axis.node_id, self.device
         assert device.velocity_limit is not None
         before = self._heartbeat_seq()
+        # Input velocity 0 first: an axis already in closed loop must not act on an old one.
         self._send(
             [
+                proto.make_set_input_vel(node, 0.0),
+                proto.make_set_limits(node, device.velocity_limit, homing.current_limit),
                 proto.make_set_controller_mode(
                     node, proto.ControlMode.VELOCITY_CONTROL, proto.InputMode.PASSTHROUGH
                 ),
-                proto.make_set_limits(node, device.velocity_limit, homing.current_limit),
-                proto.make_set_input_vel(node, 0.0),
                 proto.make_set_axis_state(node, proto.AxisState.CLOSED_LOOP_CONTROL),
             ]
         )

@@ -57,9 +57,12 @@ def axis_config(node_id: int, **overrides: Any) -> SimAxisConfig:
     return SimAxisConfig(**values)
 
 
-def params(channel: str, homing: dict[str, Any], **shoulder: Any) -> ODriveParams:
+def params(
+    channel: str, homing: dict[str, Any], feedback: str = "cyclic", **shoulder: Any
+) -> ODriveParams:
     return ODriveParams.model_validate(
         {
+            "feedback": feedback,
             "interface": "virtual",
             "channel": channel,
             "devices": {
@@ -96,10 +99,14 @@ def test_homing_options_are_validated(channel: str) -> None:
         params(channel, {"method": "index_search", "timeout_s": 0})
 
 
-async def test_index_search_then_closed_loop_at_the_measured_position(channel: str) -> None:
+@pytest.mark.parametrize("feedback", ["cyclic", "rtr"])
+async def test_index_search_then_closed_loop_at_the_measured_position(
+    channel: str, feedback: str
+) -> None:
+    period_s = 0.005 if feedback == "cyclic" else 0.0  # rtr: estimates only when requested
     async with (
-        simulated(channel, encoder_offset_turns=0.25) as axis,
-        ODriveDriver(params(channel, INDEX_SEARCH)) as driver,
+        simulated(channel, encoder_offset_turns=0.25, encoder_period_s=period_s) as axis,
+        ODriveDriver(params(channel, INDEX_SEARCH, feedback)) as driver,
     ):
         before = await driver.read()
         assert before["shoulder"].position == pytest.approx(START + 0.25 * TURN, abs=QUANTUM)
@@ -176,11 +183,15 @@ ENDSTOP = {
 LIMITS = {"current_limit": 10.0, "velocity_limit": 5.0}
 
 
-async def test_endstop_homing_sets_the_position_and_restores_the_limits(channel: str) -> None:
+@pytest.mark.parametrize("feedback", ["cyclic", "rtr"])
+async def test_endstop_homing_sets_the_position_and_restores_the_limits(
+    channel: str, feedback: str
+) -> None:
     stop = 0.2  # rad, below START: direction -1 drives into it
+    period_s = 0.005 if feedback == "cyclic" else 0.0  # rtr: estimates only when requested
     async with (
-        simulated(channel) as axis,
-        ODriveDriver(params(channel, ENDSTOP, **LIMITS)) as driver,
+        simulated(channel, encoder_period_s=period_s) as axis,
+        ODriveDriver(params(channel, ENDSTOP, feedback, **LIMITS)) as driver,
     ):
         axis.motor.faults.block_at = stop
         await driver.enable()
