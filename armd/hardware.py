@@ -73,13 +73,18 @@ class ArmHardware:
             raise
 
     async def enable(self) -> None:
-        """Enable every driver, within the usual I/O timeout or the longer time a driver asks
-        for (`Driver.enable_timeout_s`: a homing routine still to run)."""
-        budgets = [d.enable_timeout_s for d in self.drivers.values()]
-        timeout_s = max([self.io_timeout_s * 8, *(b for b in budgets if b is not None)])
+        """Enable every driver. Those that ask for more time (`Driver.enable_timeout_s`: a homing
+        routine still to run) go first, within that time, so that no other drive sits enabled
+        and uncommanded (its watchdog unfed) while they home; then the others, within the usual
+        I/O timeout."""
+        budgets = {n: d.enable_timeout_s for n, d in self.drivers.items()}
+        homing = {n: b for n, b in budgets.items() if b is not None}
         try:
+            if homing:
+                calls = {name: self.drivers[name].enable() for name in homing}
+                await self._each("enable", calls, max(self.io_timeout_s * 8, *homing.values()))
             calls = {name: d.enable() for name, d in self.drivers.items()}
-            await self._each("enable", calls, timeout_s)
+            await self._each("enable", calls)
         except BaseException:
             await self.disable()
             raise
