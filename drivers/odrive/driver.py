@@ -53,7 +53,7 @@ from drivers.errors import (
 )
 from drivers.odrive import protocol as proto
 from drivers.odrive.axis import AxisRecord, decode_reply, describe_errors
-from drivers.odrive.homing import AxisHoming
+from drivers.odrive.homing import HomingPlan
 from drivers.odrive.params import ODriveAxisParams, ODriveParams
 
 __all__ = [
@@ -102,7 +102,7 @@ class ODriveDriver(Driver):
         self._link: CanLink | None = None
         self._lock = threading.Lock()
         self._last_logged: dict[str, float] = {}
-        self._homed: set[str] = set()  # axes homed since the last open()
+        self._homing = HomingPlan(params.devices)
 
     @property
     def device_names(self) -> tuple[str, ...]:
@@ -116,12 +116,8 @@ class ODriveDriver(Driver):
     def enable_timeout_s(self) -> float | None:
         """The longest the next `enable()` may take: the homing timeouts of the axes still to
         home plus the usual confirmations; None when no homing is pending."""
-        pending = [
-            dev.homing.timeout_s
-            for name, dev in self._p.devices.items()
-            if dev.homing is not None and name not in self._homed
-        ]
-        return sum(pending) + 2 * self._p.enable_timeout_s if pending else None
+        homing_s = self._homing.pending_time_s()
+        return None if homing_s is None else homing_s + 2 * self._p.enable_timeout_s
 
     def estop(self) -> None:
         """Send the ODrive Estop to every axis: they disarm at once and latch ESTOP_REQUESTED
@@ -137,7 +133,7 @@ class ODriveDriver(Driver):
     async def _open(self) -> None:
         for axis in self._axes.values():
             axis.forget()
-        self._homed.clear()
+        self._homing.forget()
         timeout_s, label = self._p.open_timeout_s, self.bus_label
         bus = await open_bus(self._bus_factory, timeout_s=timeout_s, label=label)
         self._link = CanLink(
@@ -156,7 +152,14 @@ class ODriveDriver(Driver):
             faults = {a: a.error for a in self._axes.values() if a.error}
         if faults:
             raise DeviceFaultError(f"{self.bus_label}: cannot enable: {describe_errors(faults)}")
-        await self._home_pending()
+        try:  # the axes to home, one after the other (once per open)
+            await self._homing.run(
+                self._axes.values(), send=self._send, wait_for=self._wait_for, lock=self._lock,
+                rtr=self._p.feedback == "rtr", label=self.bus_label,
+            )  # fmt: skip
+        except BaseException:  # cancelled too: never leave an axis pushing towards a stop
+            self._send_idle_best_effort()
+            raise
         # Closed loop starts at the measured position, so that position must be current.
         if self._p.feedback == "rtr":
             stale = await self._refresh_estimates()
@@ -187,30 +190,6 @@ class ODriveDriver(Driver):
         except DriverError:
             self._send_idle_best_effort()
             raise
-
-    async def _home_pending(self) -> None:
-        """Home, one after the other, the axes with a `homing` not yet homed since `open()`.
-        Raises the homing's DriverError (naming the axis) after requesting IDLE (as when the
-        homing is cancelled)."""
-        for axis in self._axes.values():
-            device = self._p.devices[axis.name]
-            if device.homing is None or axis.name in self._homed:
-                continue
-            homing = AxisHoming(
-                axis,
-                device,
-                send=self._send,
-                wait_for=self._wait_for,
-                lock=self._lock,
-                rtr=self._p.feedback == "rtr",
-                label=self.bus_label,
-            )
-            try:
-                await homing.run()
-            except BaseException:  # cancelled too: never leave an axis pushing towards a stop
-                self._send_idle_best_effort()
-                raise
-            self._homed.add(axis.name)
 
     async def _disable(self) -> None:
         """Request IDLE and confirm it by heartbeat. Raises DriverIOError, DriverTimeoutError

@@ -21,14 +21,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from drivers.errors import DeviceFaultError, DriverTimeoutError
 from drivers.odrive import protocol as proto
 from drivers.odrive.axis import AxisRecord
 from drivers.odrive.params import EndstopHoming, IndexSearchHoming, ODriveAxisParams
 
-__all__ = ["AxisHoming"]
+__all__ = ["AxisHoming", "HomingPlan"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,49 @@ _FEED_PERIOD_S = 0.02  # Set_Input_Vel repeats (and estimates are checked) at le
 
 Send = Callable[[Iterable[proto.Frame]], None]
 WaitFor = Callable[[Callable[[], bool], float], Awaitable[bool]]
+
+
+class HomingPlan:
+    """Which axes still need homing since the last `open()`, and running them in turn."""
+
+    def __init__(self, devices: Mapping[str, ODriveAxisParams]) -> None:
+        self._devices = devices
+        self._homed: set[str] = set()
+
+    def forget(self) -> None:
+        """Every axis with a `homing` needs it again (the bus was opened again)."""
+        self._homed.clear()
+
+    def pending_time_s(self) -> float | None:
+        """The sum of the pending homings' timeouts, s; None when none is pending."""
+        pending = [
+            device.homing.timeout_s
+            for name, device in self._devices.items()
+            if device.homing is not None and name not in self._homed
+        ]
+        return sum(pending) if pending else None
+
+    async def run(
+        self,
+        axes: Iterable[AxisRecord],
+        *,
+        send: Send,
+        wait_for: WaitFor,
+        lock: threading.Lock,
+        rtr: bool,
+        label: str,
+    ) -> None:
+        """Home the pending axes one after the other (see `AxisHoming`); an axis counts as homed
+        once its homing succeeded. Raises what `AxisHoming.run` raises."""
+        for axis in axes:
+            device = self._devices[axis.name]
+            if device.homing is None or axis.name in self._homed:
+                continue
+            homing = AxisHoming(
+                axis, device, send=send, wait_for=wait_for, lock=lock, rtr=rtr, label=label
+            )
+            await homing.run()
+            self._homed.add(axis.name)
 
 
 def _name(enum_type: type[proto.AxisState] | type[proto.ProcedureResult], value: int) -> str:
