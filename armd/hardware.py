@@ -73,11 +73,11 @@ class ArmHardware:
             raise
 
     async def enable(self) -> None:
-        """Enable every driver. Those that ask for more time (`Driver.enable_timeout_s`: a homing
+        """Enable every driver. Those that ask for more time (`Driver.slow_enable_s`: a homing
         routine still to run) go first, within that time, so that no other drive sits enabled
         and uncommanded (its watchdog unfed) while they home; then the others, within the usual
         I/O timeout."""
-        budgets = {n: d.enable_timeout_s for n, d in self.drivers.items()}
+        budgets = {n: d.slow_enable_s for n, d in self.drivers.items()}
         homing = {n: b for n, b in budgets.items() if b is not None}
         try:
             if homing:

@@ -154,7 +154,7 @@ class Driver(abc.ABC):
         return self._lifecycle
 
     @property
-    def enable_timeout_s(self) -> float | None:
+    def slow_enable_s(self) -> float | None:
         """How long the next `enable()` may take when it is more than a usual exchange with the
         devices (a homing routine still to run), s; None: no longer than usual."""
         return None

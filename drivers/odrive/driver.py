@@ -113,7 +113,7 @@ class ODriveDriver(Driver):
         return f"ODrive bus {self._p.interface}:{self._p.channel}"
 
     @property
-    def enable_timeout_s(self) -> float | None:
+    def slow_enable_s(self) -> float | None:
         """The longest the next `enable()` may take: the homing timeouts of the axes still to
         home plus the usual confirmations; None when no homing is pending."""
         homing_s = self._homing.pending_time_s()

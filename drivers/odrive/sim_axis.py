@@ -16,7 +16,8 @@ already limits velocity and acceleration).
 
 Homing: ENCODER_INDEX_SEARCH is a procedure that lasts `SimAxisConfig.index_search_s` (the shaft
 does not move), then the encoder counts from the index, which is at motor position 0: before, it
-reads `encoder_offset_turns` more. VELOCITY_CONTROL follows Set_Input_Vel (clamped to the
+reads `encoder_offset_turns` more (a request for IDLE cancels the search, an error disarms
+it). VELOCITY_CONTROL follows Set_Input_Vel (clamped to the
 Set_Limits velocity limit): the position target runs ahead of the shaft at that velocity, at most
 `_VELOCITY_LEAD_RAD` ahead, so against an obstacle (``motor.faults.block_at``) the shaft stops and
 the drive pushes at its full effort (``motor.effort``; the current limit is not modelled).
@@ -137,7 +138,10 @@ class SimulatedAxis:
     def raise_error(self, bits: int) -> None:
         """Latch axis error `bits` (until Clear_Errors); disarms the axis if it was armed."""
         self.active_errors |= bits
-        if self.state is proto.AxisState.CLOSED_LOOP_CONTROL:
+        if self.state in (
+            proto.AxisState.CLOSED_LOOP_CONTROL,
+            proto.AxisState.ENCODER_INDEX_SEARCH,
+        ):
             self.disarm_reason |= bits
             self.procedure_result = proto.ProcedureResult.DISARMED
             self._enter_idle()
@@ -248,8 +252,10 @@ class SimulatedAxis:
 
     def _request_state(self, requested: int) -> None:
         if requested == proto.AxisState.IDLE:
+            searching = self.state is proto.AxisState.ENCODER_INDEX_SEARCH
             self._enter_idle()
-            self.procedure_result = proto.ProcedureResult.SUCCESS
+            cancelled = proto.ProcedureResult.CANCELLED
+            self.procedure_result = cancelled if searching else proto.ProcedureResult.SUCCESS
         elif requested == proto.AxisState.CLOSED_LOOP_CONTROL:
             if self.axis_error:
                 self.procedure_result = proto.ProcedureResult.DISARMED

@@ -1,5 +1,5 @@
 """`ArmHardware.enable()` with a driver that homes: it is enabled first, within the longer time it
-asks for (`Driver.enable_timeout_s`), and only then the others, so that no drive sits enabled and
+asks for (`Driver.slow_enable_s`), and only then the others, so that no drive sits enabled and
 uncommanded while another homes. Fake drivers that record what happened; no timing asserted."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class _Recorder(Driver):
         return ("m",)
 
     @property
-    def enable_timeout_s(self) -> float | None:
+    def slow_enable_s(self) -> float | None:
         return None if self.homing_s is None else self.homing_s + 1.0
 
     async def _enable(self) -> None:

@@ -181,3 +181,17 @@ def test_the_simulated_axis_homes_on_dbc_encoded_commands(dbc: Any) -> None:
     send("Set_Absolute_Position", {"Position": 2.0})
     (frame,) = axis.handle(proto.make_request(2, proto.Command.GET_ENCODER_ESTIMATES))
     assert proto.parse_encoder_estimates(frame.data).position_turns == pytest.approx(2.0, abs=1e-3)
+    # An index search ends early when asked for IDLE (CANCELLED) or on an error (DISARMED).
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.ENCODER_INDEX_SEARCH)})
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.IDLE)})
+    assert (axis.state, axis.procedure_result) == (
+        proto.AxisState.IDLE,
+        proto.ProcedureResult.CANCELLED,
+    )
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.ENCODER_INDEX_SEARCH)})
+    assert axis.handle(_encode(dbc, "Axis0_Estop", 2, {})) == []
+    assert (axis.state, axis.procedure_result) == (
+        proto.AxisState.IDLE,
+        proto.ProcedureResult.DISARMED,
+    )
+    assert axis.index_searches == 3

@@ -110,10 +110,10 @@ async def test_index_search_then_closed_loop_at_the_measured_position(
     ):
         before = await driver.read()
         assert before["shoulder"].position == pytest.approx(START + 0.25 * TURN, abs=QUANTUM)
-        assert driver.enable_timeout_s is not None
-        assert driver.enable_timeout_s >= 5.0
+        assert driver.slow_enable_s is not None
+        assert driver.slow_enable_s >= 5.0
         await driver.enable()
-        assert driver.enable_timeout_s is None  # nothing left to home
+        assert driver.slow_enable_s is None  # nothing left to home
         assert axis.state is proto.AxisState.CLOSED_LOOP_CONTROL
         assert axis.control_mode is proto.ControlMode.POSITION_CONTROL
         # The encoder now counts from the index (motor position 0), and closed loop started
