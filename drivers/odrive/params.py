@@ -20,8 +20,8 @@ __all__ = ["EndstopHoming", "IndexSearchHoming", "ODriveAxisParams", "ODrivePara
 class IndexSearchHoming(BaseModel):
     """``homing: {method: index_search, timeout_s: 10}``: Set_Axis_State ENCODER_INDEX_SEARCH,
     then wait (at most `timeout_s`) for the heartbeat to show the procedure finished: the axis
-    back in IDLE with procedure result SUCCESS. Needs ``<axis>.encoder.config.use_index`` (or the
-    0.6 equivalent) on the ODrive."""
+    back in IDLE with procedure result SUCCESS. Needs an encoder with an index pulse, and its
+    ``use_index`` setting enabled on the ODrive."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -78,6 +78,10 @@ class ODriveAxisParams(BaseModel):
                 "current_limit and velocity_limit go together (one Set_Limits frame sets both): "
                 "set both or neither"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _homing_within_the_limits(self) -> Self:
         homing = self.homing
         if isinstance(homing, EndstopHoming):
             if self.current_limit is None or self.velocity_limit is None:
@@ -89,6 +93,11 @@ class ODriveAxisParams(BaseModel):
                 raise ValueError(
                     f"homing.velocity {homing.velocity} turns/s above velocity_limit "
                     f"{self.velocity_limit}"
+                )
+            if homing.current_limit > self.current_limit:
+                raise ValueError(
+                    f"homing.current_limit {homing.current_limit} A above current_limit "
+                    f"{self.current_limit}"
                 )
         return self
 

@@ -91,6 +91,8 @@ def test_homing_options_are_validated(channel: str) -> None:
         params(channel, endstop)
     with pytest.raises(pydantic.ValidationError, match="above velocity_limit"):
         params(channel, endstop, current_limit=10.0, velocity_limit=0.2)
+    with pytest.raises(pydantic.ValidationError, match=r"current_limit 2\.0 A above current_limit"):
+        params(channel, endstop, current_limit=1.0, velocity_limit=5.0)
     with pytest.raises(pydantic.ValidationError, match="direction"):
         params(channel, {**endstop, "direction": 0}, current_limit=10.0, velocity_limit=5.0)
     with pytest.raises(pydantic.ValidationError, match="method"):
