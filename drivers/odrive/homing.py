@@ -234,7 +234,9 @@ class AxisHoming:
             if beat is not None:
                 self._raise_on_error(beat)
                 if beat.axis_state != proto.AxisState.CLOSED_LOOP_CONTROL:
-                    raise DeviceFaultError(f"{self._where}: the axis left closed loop")
+                    raise DeviceFaultError(
+                        f"{self._where}: the axis left closed loop ({_describe(beat)})"
+                    )
             if estimate is None or last_seq == seen:
                 continue
             if abs(estimate.velocity_turns_s) >= threshold:

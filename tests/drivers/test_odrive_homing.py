@@ -238,3 +238,22 @@ async def test_a_cancelled_homing_leaves_the_axis_idle(channel: str) -> None:
             await enabling
         await idle_soon(axis)
         assert driver.lifecycle is Lifecycle.OPEN
+
+
+async def test_an_axis_error_while_pushing_fails_the_homing(channel: str) -> None:
+    async with (
+        simulated(channel) as axis,
+        ODriveDriver(params(channel, ENDSTOP, **LIMITS)) as driver,
+    ):
+        enabling = asyncio.create_task(driver.enable())
+        deadline = time.monotonic() + 5.0
+        while axis.state is not proto.AxisState.CLOSED_LOOP_CONTROL:  # pushing, no stop ahead
+            assert time.monotonic() < deadline, "the homing never started"
+            await asyncio.sleep(0.005)
+        axis.raise_error(proto.AxisError.MOTOR_OVER_TEMP)
+        with pytest.raises(DeviceFaultError) as caught:
+            await enabling
+        message = str(caught.value)
+        assert "device 'shoulder' (node 0): homing (endstop): the axis reports" in message
+        assert "MOTOR_OVER_TEMP" in message
+        assert driver.lifecycle is Lifecycle.OPEN
