@@ -212,10 +212,11 @@ class AxisHoming:
         await self._wait_for(armed, self._remaining())
         with self._lock:
             beat = axis.fresh_heartbeat(before)
+        if beat is not None:
+            self._raise_on_error(beat)
         if beat is None or beat.axis_state != proto.AxisState.CLOSED_LOOP_CONTROL:
             state = "no heartbeat" if beat is None else _describe(beat)
             raise DriverTimeoutError(f"{self._where}: the axis did not enter closed loop ({state})")
-        self._raise_on_error(beat)
 
     async def _push_until_stopped(self, homing: EndstopHoming) -> None:
         """Drive towards the stop until the velocity stays below the threshold for the dwell."""
