@@ -45,10 +45,17 @@ class ArmHardware:
         self.failed: dict[str, str] = {}  # driver name -> why its bus is considered lost
         self._warnings = RateLimiter(burst=1, interval_s=5.0)
 
-    async def _each(self, action: str, calls: Mapping[str, Awaitable[object]]) -> None:
-        """Await one call per driver concurrently; raise the first failure naming its driver."""
+    async def _each(
+        self,
+        action: str,
+        calls: Mapping[str, Awaitable[object]],
+        timeout_s: float | None = None,
+    ) -> None:
+        """Await one call per driver concurrently, each within `timeout_s` (default: 8 I/O
+        timeouts); raise the first failure naming its driver."""
         names = list(calls)
-        results = await _gather([calls[name] for name in names], self.io_timeout_s * 8)
+        timeout_s = self.io_timeout_s * 8 if timeout_s is None else timeout_s
+        results = await _gather([calls[name] for name in names], timeout_s)
         for name, result in zip(names, results, strict=True):
             if isinstance(result, TimeoutError):
                 raise DriverIOError(f"driver {name!r}: {action} timed out")
@@ -66,8 +73,18 @@ class ArmHardware:
             raise
 
     async def enable(self) -> None:
+        """Enable every driver. Those that ask for more time (`Driver.slow_enable_s`: a homing
+        routine still to run) go first, within that time, so that no other drive sits enabled
+        and uncommanded (its watchdog unfed) while they home; then the others, within the usual
+        I/O timeout."""
+        budgets = {n: d.slow_enable_s for n, d in self.drivers.items()}
+        homing = {n: b for n, b in budgets.items() if b is not None}
         try:
-            await self._each("enable", {name: d.enable() for name, d in self.drivers.items()})
+            if homing:
+                calls = {name: self.drivers[name].enable() for name in homing}
+                await self._each("enable", calls, max(self.io_timeout_s * 8, *homing.values()))
+            calls = {name: d.enable() for name, d in self.drivers.items()}
+            await self._each("enable", calls)
         except BaseException:
             await self.disable()
             raise

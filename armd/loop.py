@@ -407,17 +407,6 @@ class ControlLoop:
             self._emit(ModeChanged(mode))
 
     def _sample(self, measured: MeasuredState, now: float) -> Sample:
-        values = np.full((6, len(self.joint_names)), np.nan)
-        values[0], values[1] = measured.position, measured.velocity
-        if measured.effort is not None:
-            values[5] = measured.effort
-        commanded = self.commanded
-        if commanded is not None:
-            values[2], values[3], values[4] = (
-                commanded.position,
-                commanded.velocity,
-                commanded.acceleration,
-            )
         return Sample(
             self.tick_count,
             now,
@@ -427,5 +416,5 @@ class ControlLoop:
             self.moving,
             self.schedule.missed,
             self.fault,
-            values,
+            Sample.rows(measured, self.commanded),
         )

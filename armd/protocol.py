@@ -32,7 +32,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
-from armd.trajectory import MotionLimits, TimedPath
+from armd.safety import MeasuredState
+from armd.trajectory import MotionLimits, Setpoint, TimedPath
 
 __all__ = [
     "Command",
@@ -179,6 +180,21 @@ class Sample:
     @classmethod
     def initial(cls, dof: int) -> Sample:
         return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((6, dof), np.nan))
+
+    @staticmethod
+    def rows(measured: MeasuredState, commanded: Setpoint | None) -> Array:
+        """The `values` rows of a measured state and the command (None: no command)."""
+        values = np.full((6, len(measured.position)), np.nan)
+        values[0], values[1] = measured.position, measured.velocity
+        if measured.effort is not None:
+            values[5] = measured.effort
+        if commanded is not None:
+            values[2], values[3], values[4] = (
+                commanded.position,
+                commanded.velocity,
+                commanded.acceleration,
+            )
+        return values
 
     @property
     def measured_position(self) -> Array | None:

@@ -153,6 +153,12 @@ class Driver(abc.ABC):
     def lifecycle(self) -> Lifecycle:
         return self._lifecycle
 
+    @property
+    def slow_enable_s(self) -> float | None:
+        """How long the next `enable()` may take when it is more than a usual exchange with the
+        devices (a homing routine still to run), s; None: no longer than usual."""
+        return None
+
     async def open(self) -> None:
         """Bring communication up. Raises `DriverOpenError` when the bus cannot be opened."""
         if self._lifecycle is not Lifecycle.CLOSED:

@@ -13,11 +13,13 @@ that the daemon (or ``armd check --probe``) can run its real ``odrive``, ``mit``
   line of stdout (``--link`` also makes a symlink to it); give the driver that port and the same
   baud rate, its other defaults fit.
 
-``odrive`` and ``dynamixel`` take the motors' limits and initial positions as options
-(`armd.commands.sim_device_config`) and, once they serve, print on stdout the config lines that
-drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits).
 - ``feetech``: a simulated Feetech STS3215 chain on a pseudo-terminal, printed the same way; the
   ``feetech`` driver's defaults work with it (same baud rate).
+
+``odrive``, ``dynamixel`` and ``feetech`` take the motors' limits and initial positions as options
+(`armd.commands.sim_device_config`) and, once they serve, print on stdout the config lines that
+drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits); the
+serial ones print their pty alone on the first line, before those.
 
 All serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty cannot be opened,
 2 bad arguments; errors are one line on stderr, never a traceback.
@@ -27,22 +29,29 @@ from __future__ import annotations
 
 import argparse
 import functools
-import ipaddress
-import math
-import os
 import signal
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any, NoReturn
 
 from armd.commands._cli import EXIT_OK, EXIT_USAGE, Command, UsageError, guarded, say_error
+from armd.commands.sim_device_args import (
+    check_ids,
+    check_multicast_group,
+    check_positive,
+    check_return_delay,
+    check_seconds,
+    check_serial_args,
+)
 from armd.commands.sim_device_config import (
     DYNAMIXEL_MOTOR,
+    FEETECH_MOTOR,
     ODRIVE_MOTOR,
     add_motor_arguments,
     dynamixel_config_lines,
+    feetech_config_lines,
     motor_options,
     odrive_config_lines,
 )
@@ -83,57 +92,17 @@ def _context(args: argparse.Namespace) -> str:
     return f"sim-device {args.device_kind}"
 
 
-# -- argument checks ----------------------------------------------------------------------------
-
-
-def _check_ids(option: str, ids: Sequence[int], maximum: int) -> None:
-    outside = [i for i in ids if not 0 <= i <= maximum]
-    if outside:
-        raise UsageError(f"{option}: {outside} outside [0, {maximum}]")
-    if len(set(ids)) != len(ids):
-        raise UsageError(f"{option}: {list(ids)} has duplicates")
-
-
-def _check_seconds(option: str, value: float | None, *, zero_ok: bool) -> None:
-    if value is None:
-        return
-    bound = ">= 0" if zero_ok else "> 0"
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
-        raise UsageError(f"{option}: {value} s must be finite and {bound}")
-
-
-def _check_multicast_group(interface: str, channel: str) -> None:
-    """udp_multicast's channel is an IP multicast group (python-can would fail on anything else
-    with a less helpful message)."""
-    if interface != "udp_multicast":
-        return
-    try:
-        multicast = ipaddress.ip_address(channel).is_multicast
-    except ValueError:
-        multicast = False
-    if not multicast:
-        raise UsageError(
-            f"--channel: {channel!r} is not an IP multicast group, which udp_multicast needs "
-            "(e.g. 239.74.163.2)"
-        )
-
-
-def _check_positive(option: str, value: int | None) -> None:
-    if value is not None and value <= 0:
-        raise UsageError(f"{option}: {value} must be > 0")
-
-
 # -- odrive -------------------------------------------------------------------------------------
 
 
 @_guarded
 def _cmd_odrive(args: argparse.Namespace) -> int:
-    _check_multicast_group(args.interface, args.channel)
-    _check_ids("--node-ids", args.node_ids, MAX_ODRIVE_NODE_ID)
-    _check_positive("--bitrate", args.bitrate)
-    _check_seconds("--heartbeat-period-s", args.heartbeat_period_s, zero_ok=True)
-    _check_seconds("--encoder-period-s", args.encoder_period_s, zero_ok=True)
-    _check_seconds("--watchdog-timeout-s", args.watchdog_timeout_s, zero_ok=False)
+    check_multicast_group(args.interface, args.channel)
+    check_ids("--node-ids", args.node_ids, MAX_ODRIVE_NODE_ID)
+    check_positive("--bitrate", args.bitrate)
+    check_seconds("--heartbeat-period-s", args.heartbeat_period_s, zero_ok=True)
+    check_seconds("--encoder-period-s", args.encoder_period_s, zero_ok=True)
+    check_seconds("--watchdog-timeout-s", args.watchdog_timeout_s, zero_ok=False)
     motors = motor_options(args, args.node_ids)
     from drivers.odrive import sim as odrive_sim  # python-can only when asked for
     from drivers.sim.motor import MotorParams
@@ -176,9 +145,9 @@ def _interrupt_on(signum: signal.Signals) -> Iterator[None]:
 
 @_guarded
 def _cmd_mit(args: argparse.Namespace) -> int:
-    _check_multicast_group(args.interface, args.channel)
-    _check_ids("--ids", args.ids, MAX_MIT_ID)
-    _check_positive("--bitrate", args.bitrate)
+    check_multicast_group(args.interface, args.channel)
+    check_ids("--ids", args.ids, MAX_MIT_ID)
+    check_positive("--bitrate", args.bitrate)
     from drivers.mit import sim as mit_sim  # python-can only when asked for
     from drivers.mit.models import MODELS
 
@@ -188,7 +157,7 @@ def _cmd_mit(args: argparse.Namespace) -> int:
     master_ids = args.master_ids or [mit_sim.default_master_id(i) for i in args.ids]
     if len(master_ids) != len(args.ids):
         raise UsageError(f"--master-ids: {len(master_ids)} ids for {len(args.ids)} --ids")
-    _check_ids("--ids and --master-ids", [*args.ids, *master_ids], 0x7FE)
+    check_ids("--ids and --master-ids", [*args.ids, *master_ids], 0x7FE)
     with _interrupt_on(signal.SIGTERM):
         mit_sim.run(
             args.interface,
@@ -206,16 +175,14 @@ def _cmd_mit(args: argparse.Namespace) -> int:
 
 @_guarded
 def _cmd_dynamixel(args: argparse.Namespace) -> int:
-    _check_ids("--ids", args.ids, MAX_DYNAMIXEL_ID)
-    _check_serial_args(args)
-    _check_seconds("--return-delay-s", args.return_delay_s, zero_ok=True)
-    from drivers.dynamixel.table import BAUD_RATES, return_delay_units
+    check_ids("--ids", args.ids, MAX_DYNAMIXEL_ID)
+    check_serial_args(args)
+    check_return_delay(args.return_delay_s)
+    from drivers.dynamixel.table import BAUD_RATES
 
     if args.baudrate not in BAUD_RATES.values():
         rates = " ".join(str(rate) for rate in BAUD_RATES.values())
         raise UsageError(f"--baudrate: {args.baudrate} is not an X-series rate ({rates})")
-    if return_delay_units(args.return_delay_s) > 254:
-        raise UsageError(f"--return-delay-s: {args.return_delay_s} s outside [0, 0.000508]")
     motors = motor_options(args, args.ids)
     from drivers.dynamixel import sim as dynamixel_sim  # pyserial only when asked for
     from drivers.dynamixel.table import COUNTS_PER_REV
@@ -241,18 +208,26 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
 
 @_guarded
 def _cmd_feetech(args: argparse.Namespace) -> int:
-    _check_ids("--ids", args.ids, MAX_FEETECH_ID)
-    _check_serial_args(args)
+    check_ids("--ids", args.ids, MAX_FEETECH_ID)
+    check_serial_args(args)
+    check_return_delay(args.return_delay_s)
+    motors = motor_options(args, args.ids)
     from drivers.feetech import sim as feetech_sim  # pyserial only when asked for
+    from drivers.sim.motor import MotorParams
 
-    return _serve_until_signal(feetech_sim.run, args)
+    def ready(port: str) -> None:
+        print(port, flush=True)
+        print(feetech_config_lines(port, args.baudrate, args.ids, motors), flush=True)
 
-
-def _check_serial_args(args: argparse.Namespace) -> None:
-    _check_positive("--baudrate", args.baudrate)
-    link = args.link
-    if link is not None and os.path.lexists(link) and not os.path.islink(link):
-        raise UsageError(f"--link: {link} exists and is not a symlink; it is never replaced")
+    motor = MotorParams(
+        max_velocity=motors.max_velocity,
+        max_acceleration=motors.max_acceleration,
+        counts_per_rev=feetech_sim.STS3215_MOTOR.counts_per_rev,
+    )
+    return _serve_until_signal(
+        feetech_sim.run, args, motor_params=motor, initial_positions=motors.initial_positions,
+        return_delay_s=args.return_delay_s, on_ready=ready,
+    )  # fmt: skip
 
 
 def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace, **options: Any) -> int:
@@ -377,6 +352,15 @@ def _add_feetech_parser(kinds: Any) -> None:
         "feetech", help="a simulated Feetech STS3215 chain on a pty (prints its path)"
     )
     _add_serial_arguments(feetech, MAX_FEETECH_ID)
+    feetech.add_argument(
+        "--return-delay-s",
+        type=float,
+        default=0.0005,
+        metavar="S",
+        help="Return Delay Time of every servo, 0..0.000508 s (0.0005, the factory setting; "
+        "the feetech driver sets it to 0 when it opens)",
+    )
+    add_motor_arguments(feetech, FEETECH_MOTOR)
     feetech.set_defaults(func=_cmd_feetech)
 
 

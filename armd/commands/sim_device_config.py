@@ -5,8 +5,8 @@ initial positions (rad at the shaft, one per id) as options, and prints, once it
 ``drivers.<name>`` lines of a config that drives it: the bus (interface and channel, or port and
 baud rate), the devices by id, and the motor limits with what they allow for a joint's limits
 (``gear_ratio`` × a joint's velocity and acceleration limits must stay below them). The defaults
-fit ``config/armd.example.yaml``: ODrive axes fast enough for its ``gear_ratio: 50`` joints, and
-Dynamixel servos as fast as an XM430.
+fit ``config/armd.example.yaml``: ODrive axes fast enough for its ``gear_ratio: 50`` joints,
+Dynamixel servos as fast as an XM430, and Feetech servos as fast as an STS3215.
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ from armd.commands._cli import UsageError
 
 __all__ = [
     "DYNAMIXEL_MOTOR",
+    "FEETECH_MOTOR",
     "ODRIVE_MOTOR",
     "MotorOptions",
     "add_motor_arguments",
     "dynamixel_config_lines",
+    "feetech_config_lines",
     "motor_options",
     "odrive_config_lines",
 ]
@@ -43,6 +45,8 @@ class MotorOptions:
 ODRIVE_MOTOR = (250.0, 2500.0)
 # Dynamixel: the simulated servo's output shaft (the XM430-W350 turns 4.8 rad/s at 12 V).
 DYNAMIXEL_MOTOR = (6.0, 60.0)
+# Feetech: the simulated STS3215's output shaft (12 V, 1:345: about 0.22 s/60°, 4.7 rad/s).
+FEETECH_MOTOR = (4.7, 60.0)
 
 
 def add_motor_arguments(parser: argparse.ArgumentParser, defaults: tuple[float, float]) -> None:
@@ -124,6 +128,21 @@ def dynamixel_config_lines(
     lines = [
         f"# armd sim-device dynamixel: the `dynamixel` driver's lines for ids {list(ids)}",
         "type: dynamixel",
+        "params:",
+        f"  port: {port}",
+        f"  baudrate: {baudrate}",
+        "  devices:",
+        *(f"    servo{i}: {{id: {i}}}" for i in ids),
+        *_motor_lines(motors),
+    ]
+    return "\n".join(lines)
+
+
+def feetech_config_lines(port: str, baudrate: int, ids: Sequence[int], motors: MotorOptions) -> str:
+    """The ``drivers.<name>`` lines of a config whose ``feetech`` driver drives this chain."""
+    lines = [
+        f"# armd sim-device feetech: the `feetech` driver's lines for ids {list(ids)}",
+        "type: feetech",
         "params:",
         f"  port: {port}",
         f"  baudrate: {baudrate}",

@@ -31,14 +31,24 @@ class Device:
     def __str__(self) -> str:
         return f"device {self.name!r} (id {self.id})"
 
-    def state(self, block: StatusBlock, now: float, *, driver_enabled: bool) -> DeviceState:
-        """The device's state from its status block, stamped `now` (driver clock, s)."""
+    def state(
+        self,
+        block: StatusBlock,
+        now: float,
+        *,
+        driver_enabled: bool,
+        current_unit_a: float | None = None,
+    ) -> DeviceState:
+        """The device's state from its status block, stamped `now` (driver clock, s); its effort
+        is the Present Current in A when the model senses current (`current_unit_a`)."""
+        effort = None if current_unit_a is None else self.direction * block.current * current_unit_a
         return DeviceState(
             position=self.direction * dxl.counts_to_rad(block.position) + self.offset_rad,
             velocity=self.direction * dxl.velocity_to_rad_s(block.velocity),
             timestamp=now,
             fault=fault_of(block, driver_enabled=driver_enabled),
             enabled=block.torque_enabled,
+            effort=effort,
         )
 
     def goal_counts(self, position: float, limits: tuple[int, int], mode: str) -> int:

@@ -1,14 +1,19 @@
 """Dynamixel Protocol 2.0 driver: one serial port (a U2D2 or any half-duplex adapter) and a chain of
-X-series (or MX 2.0) devices in position or extended-position mode.
+X-series (or MX 2.0) devices in position, extended-position or current-based position mode.
 
 open() pings every id (silent ids: `DriverTimeoutError`), checks the model numbers, sets the
 Operating Mode (an EEPROM item: only written when it differs, and only while torque is off) and
 maps a status block onto Indirect Data: torque, Hardware Error Status, Bus Watchdog, Present
-Velocity and Present Position, 11 bytes per device. Each cycle is then one transaction per
-direction: `read()` is one Sync Read of the status blocks, `write()` one Sync Write of Goal Position
-(devices do not answer it). enable() refuses devices with a hardware error, sets Goal Position to
-the present position (a stale goal would make the device jump), arms the Bus Watchdog and turns
-torque on; disable() turns torque off on every device with one Sync Write, then verifies.
+Velocity, Present Position and Present Current, 13 bytes per device. A device's `current_limit`
+(A; current-based position mode) is checked against its Current Limit (38) at open and written to
+Goal Current (102, RAM: no EEPROM wear) before every torque on: the device's torque limit.
+`DeviceState.effort` is the Present Current in A on the models that sense current.
+
+Each cycle is one transaction per direction: `read()` is one Sync Read of the status blocks,
+`write()` one Sync Write of Goal Position (devices do not answer it). enable() refuses devices with
+a hardware error, sets Goal Position to the present position (a stale goal would make the device
+jump), arms the Bus Watchdog and turns torque on; disable() turns torque off on every device with
+one Sync Write, then verifies.
 
 Units: ``position = direction · 2π · counts / 4096 + offset_rad`` (rad at the motor shaft; see
 `drivers.dynamixel.device`). A command's velocity feed-forward is not used: the X series has no
@@ -51,7 +56,7 @@ from drivers.dynamixel.device import FAULT_BUS_WATCHDOG, FAULT_TORQUE_OFF, Devic
 from drivers.dynamixel.link import DynamixelLink
 from drivers.dynamixel.params import DynamixelDeviceParams, DynamixelParams
 from drivers.dynamixel.protocol import Addr, StatusBlock
-from drivers.dynamixel.table import EXTENDED_POSITION_LIMIT, KNOWN_MODELS
+from drivers.dynamixel.table import CURRENT_UNITS_A, EXTENDED_POSITION_LIMIT, KNOWN_MODELS
 from drivers.errors import (
     DeviceFaultError,
     DriverConfigError,
@@ -76,6 +81,7 @@ _WARN_EVERY_S = 10.0
 _MODES = {
     "position": dxl.OperatingMode.POSITION,
     "extended_position": dxl.OperatingMode.EXTENDED_POSITION,
+    "current_based_position": dxl.OperatingMode.CURRENT_BASED_POSITION,
 }
 
 
@@ -98,6 +104,7 @@ class DynamixelDriver(Driver):
         self._lock = asyncio.Lock()
         self._states: dict[str, DeviceState] = {}
         self._limits: dict[int, tuple[int, int]] = {}
+        self._current_unit_a: dict[int, float] = {}  # by id: models that sense current
         self._warned_at: dict[str, float] = {}
 
     @property
@@ -230,6 +237,8 @@ class DynamixelDriver(Driver):
             )
             if model not in KNOWN_MODELS:
                 unknown.append(f"{device}: model number {model}")
+            if model in CURRENT_UNITS_A:
+                self._current_unit_a[device.id] = CURRENT_UNITS_A[model]
         if silent:
             raise DriverTimeoutError(
                 f"port {self._p.port!r} at {self._p.baudrate} baud: no answer to Ping from "
@@ -260,6 +269,7 @@ class DynamixelDriver(Driver):
                     f"({int(wanted)}); it can only change while torque is off: turn torque off"
                 )
             await self._write_item(device, Addr.OPERATING_MODE, bytes([wanted]), "Operating Mode")
+        await self._check_current_limit(device)
         limits = await self._read_item(device, Addr.MAX_POSITION_LIMIT, 8, "position limits")
         self._limits[device.id] = (_i32(limits[4:8]), _i32(limits[0:4]))
         address, mapping = dxl.make_indirect_mapping(p.indirect_index)
@@ -268,6 +278,27 @@ class DynamixelDriver(Driver):
         if ram[6]:
             log.warning("%s: hardware error: %s", device, dxl.describe_hardware_error(ram[6]))
 
+    async def _check_current_limit(self, device: Device) -> None:
+        """A configured `current_limit` needs a model that senses current and must not exceed
+        the device's own Current Limit (38), which caps Goal Current."""
+        wanted = self._p.devices[device.name].current_limit
+        if wanted is None:
+            return
+        unit = self._current_unit_a.get(device.id)
+        if unit is None:
+            raise DriverOpenError(
+                f"{device}: current_limit {wanted:g} A: this model has no current sensing "
+                "(no current-based position mode)"
+            )
+        cap = int.from_bytes(
+            await self._read_item(device, Addr.CURRENT_LIMIT, 2, "Current Limit"), "little"
+        )
+        if wanted > cap * unit:
+            raise DriverOpenError(
+                f"{device}: current_limit {wanted:g} A is above the device's Current Limit (38) "
+                f"of {cap * unit:.3f} A ({cap} units); lower it, or raise the device's"
+            )
+
     async def _prepare(self, device: Device, block: StatusBlock) -> None:
         """Before torque on: clear an expired watchdog, hold the present position, arm the
         watchdog (it then expires if the control loop stops talking to the bus)."""
@@ -275,6 +306,10 @@ class DynamixelDriver(Driver):
             await self._write_item(device, Addr.BUS_WATCHDOG, b"\x00", "Bus Watchdog = 0")
         goal = dxl.i32(block.position)
         await self._write_item(device, Addr.GOAL_POSITION, goal, "Goal Position = present")
+        wanted = self._p.devices[device.name].current_limit
+        if wanted is not None:
+            current = round(wanted / self._current_unit_a[device.id]).to_bytes(2, "little")
+            await self._write_item(device, Addr.GOAL_CURRENT, current, "Goal Current")
         if self._p.bus_watchdog_s is not None:
             units = bytes([dxl.watchdog_units(self._p.bus_watchdog_s)])
             await self._write_item(device, Addr.BUS_WATCHDOG, units, "Bus Watchdog")
@@ -346,7 +381,10 @@ class DynamixelDriver(Driver):
             else:
                 blocks[device.id] = block = dxl.decode_status_block(packet.data)
                 enabled = self.lifecycle is Lifecycle.ENABLED
-                self._states[device.name] = device.state(block, now, driver_enabled=enabled)
+                unit = self._current_unit_a.get(device.id)
+                self._states[device.name] = device.state(
+                    block, now, driver_enabled=enabled, current_unit_a=unit
+                )
         for _ in range(reply.corrupt):
             message = f"port {self._p.port!r}: undecodable bytes on the line"
             self.stats.count_error(None, "corrupt_replies", message)

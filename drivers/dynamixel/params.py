@@ -18,14 +18,16 @@ __all__ = ["DynamixelDeviceParams", "DynamixelParams"]
 
 
 class DynamixelDeviceParams(BaseModel):
-    """One device: its bus `id`, `direction` (-1 flips the sign) and `offset_rad` (the SI position
-    at which the device reads 0 counts)."""
+    """One device: its bus `id`, `direction` (-1 flips the sign), `offset_rad` (the SI position
+    at which the device reads 0 counts) and `current_limit` (A: its torque limit, written to Goal
+    Current before torque on; needs `operating_mode: current_based_position`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: int = Field(ge=0, le=dxl.MAX_ID)
     direction: Literal[1, -1] = 1
     offset_rad: float = Field(default=0.0, allow_inf_nan=False)
+    current_limit: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
 class DynamixelParams(DriverParams):
@@ -34,7 +36,9 @@ class DynamixelParams(DriverParams):
     port: str = Field(min_length=1)  # e.g. /dev/serial/by-id/usb-FTDI_USB__-__Serial_Converter_…
     baudrate: int = Field(default=1_000_000, gt=0)
     devices: dict[str, DynamixelDeviceParams] = Field(min_length=1)
-    operating_mode: Literal["position", "extended_position"] = "extended_position"
+    operating_mode: Literal["position", "extended_position", "current_based_position"] = (
+        "extended_position"
+    )
     bus_watchdog_s: float | None = 0.1  # None: off; 0.02 … 2.54 in 20 ms steps
     # None: 0.002 s on a serial adapter, 0.05 s on a pseudo-terminal (`armd sim-device dynamixel`:
     # the devices are a process, whose replies wait for the scheduler on a loaded machine)
@@ -51,6 +55,16 @@ class DynamixelParams(DriverParams):
         if value is not None:
             dxl.watchdog_units(value)  # raises ValueError with the bounds
         return value
+
+    @model_validator(mode="after")
+    def _current_limit_needs_its_mode(self) -> Self:
+        limited = [name for name, d in self.devices.items() if d.current_limit is not None]
+        if limited and self.operating_mode != "current_based_position":
+            raise ValueError(
+                f"devices {limited}: current_limit needs operating_mode: current_based_position "
+                f"(not {self.operating_mode}): only that mode caps the current at Goal Current"
+            )
+        return self
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Self:

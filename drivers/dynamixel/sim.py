@@ -17,37 +17,35 @@ A client that configured another (standard) baud rate than the chain's is not un
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import heapq
 import os
-import select
 import sys
 import termios
 import threading
 import time
-import tty
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import Self, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import TextIO
 
 from drivers.base import Clock
 from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Instruction, Packet
 from drivers.dynamixel.sim_device import DynamixelFaults, SimulatedDynamixel
 from drivers.dynamixel.table import return_delay_units
+from drivers.pty_chain import PtyChain
 from drivers.sim.motor import MotorParams, SimulatedMotor
 
 __all__ = ["DynamixelFaults", "SimulatedDynamixel", "SimulatedDynamixelChain", "run"]
 
 
-class SimulatedDynamixelChain:
-    """Several simulated devices on one pty, served by a background thread.
+class SimulatedDynamixelChain(PtyChain[SimulatedDynamixel]):
+    """Several simulated devices on one pty, served by a background thread (`PtyChain`).
 
     Use as a context manager (or `start()` / `stop()`); `port` is the path to open. Test hooks:
     `device(id)` (its `faults` and `motor`), `inject_hardware_error`, `inject_garbage`,
     `disconnect`, `read_table` and `write_table`. All of them are thread-safe.
     """
+
+    thread_name = "dynamixel-sim"
 
     def __init__(
         self,
@@ -68,93 +66,23 @@ class SimulatedDynamixelChain:
         params = motor_params or MotorParams(counts_per_rev=dxl.COUNTS_PER_REV)
         positions = initial_positions or {}
         baud_index = dxl.baud_rate_index(baudrate)  # raises ValueError
-        self.baudrate = baudrate
-        self.model_wire_time = model_wire_time
-        self._devices: dict[int, SimulatedDynamixel] = {}
+        devices: dict[int, SimulatedDynamixel] = {}
         for n, device_id in enumerate(ids):
             motor_p = dataclasses.replace(params, initial_position=positions.get(device_id, 0.0))
             motor = SimulatedMotor(motor_p, clock, seed=seed + n)
-            device = SimulatedDynamixel(
+            devices[device_id] = SimulatedDynamixel(
                 device_id, motor, model_number=model_number,
                 return_delay=return_delay_units(return_delay_s), baud_rate=baud_index,
                 reboot_s=reboot_s,
             )  # fmt: skip
-            self._devices[device_id] = device
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._outbox: list[tuple[float, int, bytes]] = []
-        self._sequence = 0
-        self._garbage = b""
-        self._thread: threading.Thread | None = None
-        self._fds: tuple[int, int, int, int] | None = None  # master, slave, wake_r, wake_w
-        self._port = ""
-
-    @property
-    def port(self) -> str:
-        """The pty slave path to open (valid while started)."""
-        if not self._port:
-            raise RuntimeError("simulated chain not started")
-        return self._port
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        master, slave = os.openpty()
-        tty.setraw(slave)  # no echo, no line discipline until the client configures the port
-        os.set_blocking(master, False)
-        wake_r, wake_w = os.pipe()
-        self._fds = (master, slave, wake_r, wake_w)
-        self._port = os.ttyname(slave)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name="dynamixel-sim", daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop serving and close the pty. Idempotent."""
-        if self._thread is None or self._fds is None:
-            return
-        self._stop.set()
-        os.write(self._fds[3], b"x")
-        self._thread.join(timeout=5.0)
-        for fd in self._fds[1:]:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        self._thread = None
-        self._fds = None
-        self._port = ""
-
-    def disconnect(self) -> None:
-        """Simulate unplugging the adapter: the master side closes, the port hangs up."""
-        self.stop()
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        super().__init__(devices, baudrate=baudrate, model_wire_time=model_wire_time)
+        self._parser = dxl.PacketParser(keep_bad_crc=True)
 
     # -- test hooks -----------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def device(self, device_id: int) -> Iterator[SimulatedDynamixel]:
-        """Hold the chain's lock while touching a device: ``with chain.device(1) as d: ...``."""
-        with self._lock:
-            yield self._devices[device_id]
 
     def inject_hardware_error(self, device_id: int, bits: int) -> None:
         with self.device(device_id) as device:
             device.inject_hardware_error(bits)
-
-    def inject_garbage(self, data: bytes) -> None:
-        """Put `data` on the line just before the next reply."""
-        with self._lock:
-            self._garbage += data
 
     def read_table(self, device_id: int, address: int, length: int) -> bytes:
         with self.device(device_id) as device:
@@ -165,28 +93,22 @@ class SimulatedDynamixelChain:
         with self.device(device_id) as device:
             return device.write_range(address, data)
 
-    # -- the serving thread ---------------------------------------------------------------------
+    # -- the protocol ---------------------------------------------------------------------------
 
-    def _serve(self) -> None:
-        assert self._fds is not None
-        master, slave, wake_r, _ = self._fds
-        parser = dxl.PacketParser(keep_bad_crc=True)
-        try:
-            while not self._stop.is_set():
-                ready, _, _ = select.select([master, wake_r], [], [], self._poll_timeout())
-                data = os.read(master, 4096) if master in ready else b""
-                rate = self._client_baudrate(slave) if data else None
-                now = time.monotonic()
-                with self._lock:
-                    for packet in parser.feed(data):
-                        self._dispatch(packet, now, rate)
-                    for device in self._devices.values():
-                        device.tick(now)
-                    self._send_due(master, now)
-        except OSError:
-            pass  # the pty went away; nothing left to serve
-        finally:
-            os.close(master)
+    def _on_start(self) -> None:
+        self._parser = dxl.PacketParser(keep_bad_crc=True)
+
+    def _receive(self, data: bytes, slave: int, now: float) -> None:
+        rate = self._client_baudrate(slave) if data else None
+        for packet in self._parser.feed(data):
+            self._dispatch(packet, now, rate)
+
+    def _tick(self, now: float) -> None:
+        for device in self._devices.values():
+            device.tick(now)
+
+    def _wire_time_s(self, length: int) -> float:
+        return dxl.wire_time_s(length, self.baudrate)
 
     @staticmethod
     def _client_baudrate(slave: int) -> int | None:
@@ -196,11 +118,6 @@ class SimulatedDynamixelChain:
             if getattr(termios, f"B{rate}", None) == speed:
                 return rate
         return None
-
-    def _poll_timeout(self) -> float:
-        with self._lock:
-            due = self._outbox[0][0] - time.monotonic() if self._outbox else 0.005
-        return min(max(due, 0.0), 0.005)
 
     def _dispatch(self, packet: Packet, now: float, client_baudrate: int | None) -> None:
         """Hand `packet` to the devices it is for, and queue their replies one after the other.
@@ -216,30 +133,7 @@ class SimulatedDynamixelChain:
         elif packet.instruction in _ORDER_OF_REPLIES:
             order = list(_ORDER_OF_REPLIES[packet.instruction](packet.params))
             devices.sort(key=lambda d: order.index(d.id) if d.id in order else len(order))
-        due = now
-        for device in devices:
-            reply = device.handle(packet, now)
-            if reply is None:
-                continue
-            faults = device.faults
-            due += device.return_delay_s + faults.extra_delay_s
-            if faults.silent or faults.drop_next > 0:
-                faults.drop_next = max(0, faults.drop_next - 1)
-                continue
-            if faults.corrupt_next > 0:
-                faults.corrupt_next -= 1
-                reply = reply[:-1] + bytes([reply[-1] ^ 0x5A])
-            reply, self._garbage = self._garbage + reply, b""
-            if self.model_wire_time:
-                due += dxl.wire_time_s(len(reply), self.baudrate)
-            self._sequence += 1
-            heapq.heappush(self._outbox, (due, self._sequence, reply))
-
-    def _send_due(self, master: int, now: float) -> None:
-        while self._outbox and self._outbox[0][0] <= now:
-            _, _, reply = heapq.heappop(self._outbox)
-            with contextlib.suppress(BlockingIOError):  # nobody reads: the line drops it
-                os.write(master, reply)
+        self._answer(((device, device.handle(packet, now)) for device in devices), now)
 
 
 # Who answers first: the order in which a Sync Read or a Bulk Read lists the IDs.

@@ -284,6 +284,16 @@ class SimulatedDynamixel:
         )
         self._table.set(Addr.PRESENT_VELOCITY, 4, dxl.rad_s_to_velocity(sample.velocity))
         self._table[Addr.MOVING] = int(abs(sample.velocity) > 0.01)
+        self._table.set(Addr.PRESENT_CURRENT, 2, self._present_current())
+
+    def _present_current(self) -> int:
+        """The motor's effort (a fraction of its stall) × Current Limit (38), capped at Goal
+        Current (102) in current-based position mode, in current units."""
+        current = round(self.motor.effort * self._table.get(Addr.CURRENT_LIMIT))
+        if self._table[Addr.OPERATING_MODE] == dxl.OperatingMode.CURRENT_BASED_POSITION:
+            cap = abs(int.from_bytes(self._table.raw(Addr.GOAL_CURRENT, 2), "little", signed=True))
+            current = max(-cap, min(cap, current))
+        return current
 
     def _apply(self, address: int) -> None:
         """Act on a stored write to the item at `address`."""

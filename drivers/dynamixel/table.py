@@ -18,6 +18,7 @@ from types import MappingProxyType
 __all__ = [
     "BAUD_RATES",
     "COUNTS_PER_REV",
+    "CURRENT_UNITS_A",
     "EXTENDED_POSITION_LIMIT",
     "KNOWN_MODELS",
     "STATUS_BLOCK_LENGTH",
@@ -62,6 +63,7 @@ class Addr(enum.IntEnum):
     BAUD_RATE = 8  # 1, EEPROM
     RETURN_DELAY_TIME = 9  # 1, EEPROM, 2 µs
     OPERATING_MODE = 11  # 1, EEPROM
+    CURRENT_LIMIT = 38  # 2, EEPROM, current units (`CURRENT_UNITS_A`)
     MAX_POSITION_LIMIT = 48  # 4, EEPROM, counts
     MIN_POSITION_LIMIT = 52  # 4, EEPROM, counts
     TORQUE_ENABLE = 64  # 1
@@ -69,8 +71,10 @@ class Addr(enum.IntEnum):
     REGISTERED_INSTRUCTION = 69  # 1, R
     HARDWARE_ERROR_STATUS = 70  # 1, R
     BUS_WATCHDOG = 98  # 1, signed, 20 ms
+    GOAL_CURRENT = 102  # 2, signed current units; the current cap in current-based position mode
     GOAL_POSITION = 116  # 4, signed counts
     MOVING = 122  # 1, R
+    PRESENT_CURRENT = 126  # 2, R, signed current units (Present Load, 0.1 %, on the XL/XC/2XL)
     PRESENT_VELOCITY = 128  # 4, R, signed 0.229 rpm
     PRESENT_POSITION = 132  # 4, R, signed counts
     INDIRECT_ADDRESS_1 = 168  # 2 each, 28 of them
@@ -92,6 +96,18 @@ KNOWN_MODELS: Mapping[int, str] = MappingProxyType({
 })  # fmt: skip
 """Model numbers whose control table has the X-series addresses this driver uses."""
 
+CURRENT_UNITS_A: Mapping[int, float] = MappingProxyType({
+    1020: 0.00269, 1030: 0.00269,  # XM430-W350/W210
+    1000: 0.00134, 1010: 0.00134, 1001: 0.00134, 1011: 0.00134,  # XH430-W, XD430-T
+    1040: 0.00269, 1050: 0.00269,  # XH430-V350/V210
+    1100: 0.00269, 1110: 0.00269, 1101: 0.00269, 1111: 0.00269,  # XH540-W, XD540-T
+    1120: 0.00269, 1130: 0.00269, 1140: 0.00269, 1150: 0.00269,  # XM540-W, XH540-V
+    311: 0.00336, 321: 0.00336,  # MX-64(2.0), MX-106(2.0)
+})  # fmt: skip
+"""A (per unit) of Current Limit (38), Goal Current (102) and Present Current (126), for the
+models that sense current (e-Manual control tables); the others (XL430, XC430, 2XL430, XL330,
+MX-28) have no current-based position mode and report Present Load instead."""
+
 
 # -- the status block: what armd reads from each device every cycle ------------------------------
 
@@ -102,9 +118,11 @@ STATUS_BLOCK_SOURCES: tuple[int, ...] = (
     Addr.BUS_WATCHDOG,
     *range(Addr.PRESENT_VELOCITY, Addr.PRESENT_VELOCITY + 4),
     *range(Addr.PRESENT_POSITION, Addr.PRESENT_POSITION + 4),
+    *range(Addr.PRESENT_CURRENT, Addr.PRESENT_CURRENT + 2),
 )
 """The control-table bytes mapped, in order, onto consecutive Indirect Data items so that one Sync
-Read returns torque state, hardware error, bus watchdog, present velocity and present position."""
+Read returns torque state, hardware error, bus watchdog, present velocity, present position and
+present current."""
 
 STATUS_BLOCK_LENGTH = len(STATUS_BLOCK_SOURCES)
 
@@ -118,6 +136,7 @@ class StatusBlock:
     bus_watchdog: int  # 20 ms units; -1 after expiry
     velocity: int  # 0.229 rpm
     position: int  # counts
+    current: int = 0  # current units (`CURRENT_UNITS_A`), or Present Load on the XL/XC
 
 
 def decode_status_block(data: bytes) -> StatusBlock:
@@ -130,6 +149,7 @@ def decode_status_block(data: bytes) -> StatusBlock:
         bus_watchdog=int.from_bytes(data[2:3], "little", signed=True),
         velocity=int.from_bytes(data[3:7], "little", signed=True),
         position=int.from_bytes(data[7:11], "little", signed=True),
+        current=int.from_bytes(data[11:13], "little", signed=True),
     )
 
 

@@ -46,6 +46,7 @@ class AxisRecord:
     heartbeat: proto.Heartbeat | None = None
     heartbeat_time: float = math.nan
     heartbeat_seq: int = 0
+    busy_seq: int = 0  # heartbeat_seq of the last heartbeat showing a procedure running
     version: proto.Version | None = None
 
     @property
@@ -70,6 +71,11 @@ class AxisRecord:
         elif isinstance(reply, proto.Heartbeat):
             self.heartbeat, self.heartbeat_time = reply, received_at
             self.heartbeat_seq += 1
+            if reply.procedure_result == proto.ProcedureResult.BUSY or reply.axis_state not in (
+                proto.AxisState.IDLE,
+                proto.AxisState.CLOSED_LOOP_CONTROL,
+            ):
+                self.busy_seq = self.heartbeat_seq
         else:
             self.version = reply
 

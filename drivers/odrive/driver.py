@@ -13,7 +13,8 @@ Receiving runs in a thread (``bus.recv`` is blocking; see `drivers.can_link`) th
 stamps them with the injected clock and stores the latest per axis under a lock
 (`drivers.odrive.axis`); coroutines that wait for an answer are woken through an asyncio event.
 Units: the ODrive speaks turns at its encoder; a device's position in rad at the motor shaft is
-``direction * scale * 2π * turns``. The configuration is `drivers.odrive.params`.
+``direction * scale * 2π * turns``. The configuration is `drivers.odrive.params`. An axis with
+``homing`` is homed (`drivers.odrive.homing`) by the first `enable()` after each `open()`.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from drivers.errors import (
 )
 from drivers.odrive import protocol as proto
 from drivers.odrive.axis import AxisRecord, decode_reply, describe_errors
+from drivers.odrive.homing import HomingPlan
 from drivers.odrive.params import ODriveAxisParams, ODriveParams
 
 __all__ = [
@@ -100,6 +102,7 @@ class ODriveDriver(Driver):
         self._link: CanLink | None = None
         self._lock = threading.Lock()
         self._last_logged: dict[str, float] = {}
+        self._homing = HomingPlan(params.devices)
 
     @property
     def device_names(self) -> tuple[str, ...]:
@@ -108,6 +111,13 @@ class ODriveDriver(Driver):
     @property
     def bus_label(self) -> str:
         return f"ODrive bus {self._p.interface}:{self._p.channel}"
+
+    @property
+    def slow_enable_s(self) -> float | None:
+        """The longest the next `enable()` may take: the homing timeouts of the axes still to
+        home plus the usual confirmations; None when no homing is pending."""
+        homing_s = self._homing.pending_time_s()
+        return None if homing_s is None else homing_s + 2 * self._p.enable_timeout_s
 
     def estop(self) -> None:
         """Send the ODrive Estop to every axis: they disarm at once and latch ESTOP_REQUESTED
@@ -123,6 +133,7 @@ class ODriveDriver(Driver):
     async def _open(self) -> None:
         for axis in self._axes.values():
             axis.forget()
+        self._homing.forget()
         timeout_s, label = self._p.open_timeout_s, self.bus_label
         bus = await open_bus(self._bus_factory, timeout_s=timeout_s, label=label)
         self._link = CanLink(
@@ -137,15 +148,23 @@ class ODriveDriver(Driver):
             raise
 
     async def _enable(self) -> None:
+        with self._lock:
+            faults = {a: a.error for a in self._axes.values() if a.error}
+        if faults:
+            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {describe_errors(faults)}")
+        try:  # the axes to home, one after the other (once per open)
+            await self._homing.run(
+                self._axes.values(), send=self._send, wait_for=self._wait_for, lock=self._lock,
+                rtr=self._p.feedback == "rtr", label=self.bus_label,
+            )  # fmt: skip
+        except BaseException:  # cancelled too: never leave an axis pushing towards a stop
+            self._send_idle_best_effort()
+            raise
         # Closed loop starts at the measured position, so that position must be current.
         if self._p.feedback == "rtr":
             stale = await self._refresh_estimates()
         else:
             stale = self._without_fresh_estimate(self.clock())
-        with self._lock:
-            faults = {a: a.error for a in self._axes.values() if a.error}
-        if faults:
-            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {describe_errors(faults)}")
         if stale:
             raise DriverTimeoutError(
                 f"{self.bus_label}: cannot enable without a current position from "

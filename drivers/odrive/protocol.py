@@ -63,18 +63,22 @@ __all__ = [
     "make_estop",
     "make_heartbeat",
     "make_request",
+    "make_set_absolute_position",
     "make_set_axis_state",
     "make_set_controller_mode",
     "make_set_input_pos",
+    "make_set_input_vel",
     "make_set_limits",
     "make_version",
     "parse_clear_errors",
     "parse_encoder_estimates",
     "parse_error_status",
     "parse_heartbeat",
+    "parse_set_absolute_position",
     "parse_set_axis_state",
     "parse_set_controller_mode",
     "parse_set_input_pos",
+    "parse_set_input_vel",
     "parse_set_limits",
     "parse_version",
     "split_id",
@@ -208,6 +212,23 @@ def make_set_input_pos(
         _scaled_int16(torque_ff_nm, torque_ff_scale),
     )
     return Frame(arbitration_id(node_id, Command.SET_INPUT_POS), data)
+
+
+def make_set_input_vel(node_id: int, velocity_turns_s: float, torque_ff_nm: float = 0.0) -> Frame:
+    """Set_Input_Vel: float32 velocity (turns/s), float32 torque feed-forward (Nm).
+    Raises ValueError for a non-finite input."""
+    _require_finite("velocity_turns_s", velocity_turns_s)
+    _require_finite("torque_ff_nm", torque_ff_nm)
+    data = struct.pack("<ff", velocity_turns_s, torque_ff_nm)
+    return Frame(arbitration_id(node_id, Command.SET_INPUT_VEL), data)
+
+
+def make_set_absolute_position(node_id: int, position_turns: float) -> Frame:
+    """Set_Absolute_Position (0x19): float32 position (turns) the encoder now reads, padded to
+    the DBC's 8 data bytes. Raises ValueError for a non-finite input."""
+    _require_finite("position_turns", position_turns)
+    data = struct.pack("<f4x", position_turns)
+    return Frame(arbitration_id(node_id, Command.SET_ABSOLUTE_POSITION), data)
 
 
 def make_set_axis_state(node_id: int, state: AxisState) -> Frame:
@@ -351,6 +372,26 @@ def parse_set_input_pos(
     if not math.isfinite(position):
         raise MalformedFrameError(f"SET_INPUT_POS: non-finite position {position}")
     return InputPos(position, vel_ff * vel_ff_scale, torque_ff * torque_ff_scale)
+
+
+def parse_set_input_vel(data: bytes) -> tuple[float, float]:
+    """(velocity turns/s, torque feed-forward Nm). Raises MalformedFrameError unless `data` is 8
+    bytes holding finite floats."""
+    _check_length(Command.SET_INPUT_VEL, data, 8)
+    velocity, torque_ff = struct.unpack("<ff", data)
+    if not (math.isfinite(velocity) and math.isfinite(torque_ff)):
+        raise MalformedFrameError(f"SET_INPUT_VEL: non-finite value ({velocity}, {torque_ff})")
+    return float(velocity), float(torque_ff)
+
+
+def parse_set_absolute_position(data: bytes) -> float:
+    """The position (turns). Raises MalformedFrameError unless `data` is 4..8 bytes with a
+    finite float first."""
+    _check_length(Command.SET_ABSOLUTE_POSITION, data, 4)
+    (position,) = struct.unpack_from("<f", data)
+    if not math.isfinite(position):
+        raise MalformedFrameError(f"SET_ABSOLUTE_POSITION: non-finite position {position}")
+    return float(position)
 
 
 def parse_set_axis_state(data: bytes) -> int:

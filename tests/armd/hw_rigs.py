@@ -357,10 +357,13 @@ class ODriveBench:
 
 @contextlib.asynccontextmanager
 async def odrive_bench(
-    *, watchdog_timeout_s: float | None = 0.5, disable_on_fault: bool = False
+    *,
+    watchdog_timeout_s: float | None = 0.5,
+    disable_on_fault: bool = False,
+    homing: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[ODriveBench]:
     """Two simulated ODrive axes (with their watchdog armed, as the driver recommends) and a loop
-    on the real `ODriveDriver`, on a fresh virtual channel."""
+    on the real `ODriveDriver`, on a fresh virtual channel. `homing`: axis0's ``homing`` param."""
     channel = f"armd-faults-{uuid.uuid4().hex}"
     transmission = small_arm_transmission("odrive", ODRIVE_DEVICES)
     motor_q0 = transmission.motor_positions(q(*Q0))
@@ -380,7 +383,11 @@ async def odrive_bench(
             "interface": "virtual",
             "channel": channel,
             "devices": {
-                name: {"node_id": node_id, "direction": ODRIVE_DIRECTIONS[node_id]}
+                name: {
+                    "node_id": node_id,
+                    "direction": ODRIVE_DIRECTIONS[node_id],
+                    **({"homing": homing} if homing is not None and node_id == 0 else {}),
+                }
                 for node_id, name in enumerate(ODRIVE_DEVICES)
             },
             "open_timeout_s": 0.5,

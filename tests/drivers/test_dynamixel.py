@@ -236,6 +236,47 @@ async def test_the_operating_mode_is_not_changed_under_torque(
         await DynamixelDriver(params(chain)).open()
 
 
+async def test_a_current_limit_caps_goal_current_and_the_effort_is_the_present_current(
+    chain: SimulatedDynamixelChain,
+) -> None:
+    devices = {"shoulder": {"id": 1, "current_limit": 0.5}, "elbow": {"id": 2, "direction": -1}}
+    config = params(chain, devices=devices, operating_mode="current_based_position")
+    async with DynamixelDriver(config) as driver:
+        assert chain.read_table(1, Addr.OPERATING_MODE, 1) == b"\x05"
+        await driver.enable()
+        # 0.5 A in the XM430's 2.69 mA units, written before torque on (RAM, no EEPROM wear)
+        assert chain.read_table(1, Addr.GOAL_CURRENT, 2) == round(0.5 / 0.00269).to_bytes(
+            2, "little"
+        )
+        assert chain.read_table(2, Addr.GOAL_CURRENT, 2) == b"\x00\x00"  # not configured
+        with chain.device(1) as device:
+            device.motor.faults.block_at = 0.45  # an obstacle just below the shaft (0.5 rad)
+        for _ in range(40):  # push into it: the current rises to the cap, never beyond
+            await driver.write({"shoulder": DeviceCommand(0.0), "elbow": DeviceCommand(-1.0)})
+            states = await driver.read()
+        shoulder = states["shoulder"]
+        assert shoulder.position == pytest.approx(0.45, abs=2 * COUNT)
+        assert shoulder.effort == pytest.approx(-0.5, abs=0.00269)  # at the cap, pushing down
+        assert states["elbow"].effort is not None
+        assert abs(states["elbow"].effort) < 0.05
+
+
+async def test_current_limits_are_checked_against_the_model_and_the_device() -> None:
+    with pytest.raises(ValueError, match="current_limit needs operating_mode"):
+        DynamixelParams.model_validate(
+            {"port": "/dev/null", "devices": {"a": {"id": 1, "current_limit": 1.0}}}
+        )
+    devices = {"one": {"id": 1, "current_limit": 3.3}}  # the XM430's Current Limit: 3.21 A
+    with SimulatedDynamixelChain([1]) as chain:
+        config = params(chain, devices=devices, operating_mode="current_based_position")
+        with pytest.raises(DriverOpenError, match=r"above the device's Current Limit \(38\)"):
+            await DynamixelDriver(config).open()
+    with SimulatedDynamixelChain([1], model_number=1060) as chain:  # XL430: no current sensing
+        config = params(chain, devices=devices, operating_mode="current_based_position")
+        with pytest.raises(DriverOpenError, match="no current sensing"):
+            await DynamixelDriver(config).open()
+
+
 def test_duplicate_ids_and_bad_watchdogs_are_config_errors() -> None:
     with pytest.raises(ValueError, match="same id 1"):
         DynamixelParams(port="/dev/x", devices={"a": {"id": 1}, "b": {"id": 1}})

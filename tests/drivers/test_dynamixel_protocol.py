@@ -217,17 +217,19 @@ def test_sync_write_data_must_have_the_declared_length() -> None:
 # -- the status block, errors and units -------------------------------------------------------
 
 
-def test_status_block_maps_torque_error_watchdog_velocity_position() -> None:
-    assert dxl.STATUS_BLOCK_SOURCES == (64, 70, 98, 128, 129, 130, 131, 132, 133, 134, 135)
+def test_status_block_maps_torque_error_watchdog_velocity_position_current() -> None:
+    sources = (64, 70, 98, 128, 129, 130, 131, 132, 133, 134, 135, 126, 127)
+    assert sources == dxl.STATUS_BLOCK_SOURCES
     address, mapping = dxl.make_indirect_mapping(3)
     assert address == 172  # Indirect Address 3
     assert mapping[:6] == b("40 00 46 00 62 00")
+    assert mapping[-4:] == b("7E 00 7F 00")  # Present Current (126), both bytes
     assert dxl.indirect_data_address(3) == 226
-    raw = b("01 20 FF") + dxl.i32(-12) + dxl.i32(-70000)
+    raw = b("01 20 FF") + dxl.i32(-12) + dxl.i32(-70000) + b("9C FF")  # current -100 units
     block = dxl.decode_status_block(raw)
-    assert block == dxl.StatusBlock(True, 0x20, -1, -12, -70000)
-    with pytest.raises(ValueError, match="10 bytes"):
-        dxl.decode_status_block(raw[:10])
+    assert block == dxl.StatusBlock(True, 0x20, -1, -12, -70000, -100)
+    with pytest.raises(ValueError, match="12 bytes"):
+        dxl.decode_status_block(raw[:12])
 
 
 def test_error_descriptions_are_readable() -> None:

@@ -104,6 +104,25 @@ def test_dbc_set_input_pos_decodes_identically(
     assert proto.make_set_input_pos(node, pos, vel_ff, torque_ff) == frame
 
 
+@given(node=st.sampled_from(NODE_IDS), vel=float32s, torque_ff=float32s)
+def test_dbc_set_input_vel_decodes_identically(
+    dbc: Any, node: int, vel: float, torque_ff: float
+) -> None:
+    frame = _encode(
+        dbc, "Axis0_Set_Input_Vel", node, {"Input_Vel": vel, "Input_Torque_FF": torque_ff}
+    )
+    assert proto.parse_set_input_vel(frame.data) == (vel, torque_ff)
+    assert proto.make_set_input_vel(node, vel, torque_ff) == frame
+
+
+@given(node=st.sampled_from(NODE_IDS), pos=float32s)
+def test_dbc_set_absolute_position_decodes_identically(dbc: Any, node: int, pos: float) -> None:
+    frame = _encode(dbc, "Axis0_Set_Absolute_Position", node, {"Position": pos})
+    assert frame.arbitration_id & 0x1F == proto.Command.SET_ABSOLUTE_POSITION == 0x19
+    assert proto.parse_set_absolute_position(frame.data) == pos
+    assert proto.make_set_absolute_position(node, pos) == frame
+
+
 @pytest.mark.parametrize("state", list(proto.AxisState))
 def test_dbc_set_axis_state_matches_ours(dbc: Any, state: proto.AxisState) -> None:
     frame = _encode(dbc, "Axis0_Set_Axis_State", 3, {"Axis_Requested_State": int(state)})
@@ -133,3 +152,46 @@ def test_the_simulated_axis_follows_dbc_encoded_commands(dbc: Any) -> None:
     assert axis.active_errors == 0
     send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.IDLE)})
     assert axis.state is proto.AxisState.IDLE
+
+
+def test_the_simulated_axis_homes_on_dbc_encoded_commands(dbc: Any) -> None:
+    clock = ManualClock()
+    config = SimAxisConfig(2, MotorParams(initial_position=0.0), encoder_offset_turns=0.3)
+    axis = SimulatedAxis(config, clock)
+
+    def send(name: str, signals: dict[str, Any]) -> list[proto.Frame]:
+        return axis.handle(_encode(dbc, f"Axis0_{name}", 2, signals))
+
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.ENCODER_INDEX_SEARCH)})
+    assert axis.state is proto.AxisState.ENCODER_INDEX_SEARCH
+    assert axis.procedure_result is proto.ProcedureResult.BUSY
+    clock.advance(config.index_search_s)
+    axis.poll()
+    assert (axis.state, axis.procedure_result) == (
+        proto.AxisState.IDLE,
+        proto.ProcedureResult.SUCCESS,
+    )
+    assert axis.encoder_offset_turns == 0.0
+    velocity = int(proto.ControlMode.VELOCITY_CONTROL)
+    send("Set_Controller_Mode", {"Control_Mode": velocity, "Input_Mode": 1})
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.CLOSED_LOOP_CONTROL)})
+    send("Set_Input_Vel", {"Input_Vel": 0.5, "Input_Torque_FF": 0.0})
+    assert axis.input_vel_turns_s == 0.5
+    assert axis.motor.velocity_ff == pytest.approx(0.5 * TURN, abs=1e-6)
+    send("Set_Absolute_Position", {"Position": 2.0})
+    (frame,) = axis.handle(proto.make_request(2, proto.Command.GET_ENCODER_ESTIMATES))
+    assert proto.parse_encoder_estimates(frame.data).position_turns == pytest.approx(2.0, abs=1e-3)
+    # An index search ends early when asked for IDLE (CANCELLED) or on an error (DISARMED).
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.ENCODER_INDEX_SEARCH)})
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.IDLE)})
+    assert (axis.state, axis.procedure_result) == (
+        proto.AxisState.IDLE,
+        proto.ProcedureResult.CANCELLED,
+    )
+    send("Set_Axis_State", {"Axis_Requested_State": int(proto.AxisState.ENCODER_INDEX_SEARCH)})
+    assert axis.handle(_encode(dbc, "Axis0_Estop", 2, {})) == []
+    assert (axis.state, axis.procedure_result) == (
+        proto.AxisState.IDLE,
+        proto.ProcedureResult.DISARMED,
+    )
+    assert axis.index_searches == 3

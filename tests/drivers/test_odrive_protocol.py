@@ -175,3 +175,29 @@ def test_set_limits_is_two_little_endian_float32() -> None:
         proto.make_set_limits(3, 4.0, -1.0)
     with pytest.raises(ValueError, match="velocity_limit"):
         proto.make_set_limits(3, math.nan, 1.0)
+
+
+def test_set_input_vel_is_two_little_endian_float32() -> None:
+    # Set_Input_Vel (0x0D) of node 3: id 3 << 5 | 0x0D = 0x6D; -0.5 = 0xBF000000, 0.25 = 0x3E800000
+    frame = proto.make_set_input_vel(3, -0.5, 0.25)
+    assert frame.arbitration_id == 0x6D
+    assert frame.data == bytes.fromhex("000000bf0000803e")
+    assert proto.parse_set_input_vel(frame.data) == (-0.5, 0.25)
+    assert proto.make_set_input_vel(3, 1.0).data == bytes.fromhex("0000803f00000000")
+    with pytest.raises(ValueError, match="velocity_turns_s"):
+        proto.make_set_input_vel(3, math.inf)
+    with pytest.raises(proto.MalformedFrameError, match="SET_INPUT_VEL"):
+        proto.parse_set_input_vel(bytes.fromhex("0000c07f00000000"))  # NaN velocity
+
+
+def test_set_absolute_position_is_a_float32_padded_to_8_bytes() -> None:
+    # Set_Absolute_Position (0x19) of node 3: id 3 << 5 | 0x19 = 0x79; 1.5 = 0x3FC00000
+    frame = proto.make_set_absolute_position(3, 1.5)
+    assert frame.arbitration_id == 0x79
+    assert frame.data == bytes.fromhex("0000c03f00000000")
+    assert proto.parse_set_absolute_position(frame.data) == 1.5
+    assert proto.parse_set_absolute_position(frame.data[:4]) == 1.5
+    with pytest.raises(ValueError, match="position_turns"):
+        proto.make_set_absolute_position(3, math.nan)
+    with pytest.raises(proto.MalformedFrameError, match="SET_ABSOLUTE_POSITION"):
+        proto.parse_set_absolute_position(b"\x00\x00")
