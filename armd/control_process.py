@@ -114,9 +114,11 @@ class ControlServer:
             async with asyncio.TaskGroup() as tasks:
                 commands = tasks.create_task(self._commands(), name="commands")
                 reconnect = tasks.create_task(self._reconnect_lost_drivers(), name="reconnect")
+                homing = tasks.create_task(self._feed_while_homing(), name="homing watchdog")
                 await self._run_loop()
                 commands.cancel()
                 reconnect.cancel()
+                homing.cancel()
         finally:  # a crash too: the drives are left disabled (the daemon sees no `Closed`)
             with contextlib.suppress(DriverError):
                 await self.hardware.disable()
@@ -157,6 +159,18 @@ class ControlServer:
         except ConnectionError as exc:
             log.error("control link broken: %s", exc)
             return None
+
+    async def _feed_while_homing(self) -> None:
+        """The loop does not tick while a drive homes inside its first enable (seconds, bounded by
+        the drive's homing timeout): the systemd watchdog is fed meanwhile, and only then, so
+        that a loop stuck anywhere else still stops feeding it."""
+        if not self._watchdog_interval_s:
+            return
+        while True:
+            await asyncio.sleep(self._watchdog_interval_s / 2)
+            until = self.hardware.homing_until
+            if until is not None and time.monotonic() < until:
+                self._send(Watchdog())
 
     async def _run_loop(self) -> None:
         loop = self.loop

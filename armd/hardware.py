@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
@@ -43,6 +44,8 @@ class ArmHardware:
         self._states: dict[str, Mapping[str, DeviceState]] = {name: {} for name in self.drivers}
         self.read_errors = 0
         self.failed: dict[str, str] = {}  # driver name -> why its bus is considered lost
+        # while drivers home (enable with `slow_enable_s`): the monotonic time it must end by
+        self.homing_until: float | None = None
         self._warnings = RateLimiter(burst=1, interval_s=5.0)
 
     async def _each(
@@ -82,7 +85,12 @@ class ArmHardware:
         try:
             if homing:
                 calls = {name: self.drivers[name].enable() for name in homing}
-                await self._each("enable", calls, max(self.io_timeout_s * 8, *homing.values()))
+                budget_s = max(self.io_timeout_s * 8, *homing.values())
+                self.homing_until = time.monotonic() + budget_s
+                try:
+                    await self._each("enable", calls, budget_s)
+                finally:
+                    self.homing_until = None
             calls = {name: d.enable() for name, d in self.drivers.items()}
             await self._each("enable", calls)
         except BaseException:

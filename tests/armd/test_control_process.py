@@ -20,7 +20,8 @@ import pytest
 
 from armd.config import load_config
 from armd.control_client import ControlClient
-from armd.control_link import read_message, write_message
+from armd.control_link import Watchdog, read_message, write_message
+from armd.control_process import ControlServer
 from armd.errors import ArmdError
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
 from armd.protocol import (
@@ -324,3 +325,27 @@ async def test_requests_it_cannot_follow_end_their_goal_and_the_process_carries_
     port.send(move(control, "after", 0.1))
     await until(lambda: reports.final("after") is not None, "after")
     assert reports.final("after") == StatusUpdate("after", GoalStatus.SUCCEEDED, None)
+
+
+async def test_the_watchdog_is_fed_while_a_drive_homes_and_only_then(tmp_path: Path) -> None:
+    """A homing runs inside the loop's first enable (seconds): the control process feeds the
+    systemd watchdog meanwhile, bounded by the homing's deadline, and not otherwise."""
+    setup = control_setup(load_config(write_config(tmp_path, 1883), kernels=False))
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    their_reader, their_writer = await asyncio.open_connection(sock=theirs)
+    server = ControlServer(setup, reader, writer, watchdog_interval_s=0.05)
+    feeding = asyncio.create_task(server._feed_while_homing())
+    try:
+        await asyncio.sleep(0.3)  # not homing: nothing is fed
+        server.hardware.homing_until = asyncio.get_running_loop().time() + 0.3
+        await asyncio.sleep(0.6)  # 0.3 s of homing, then its deadline passes
+    finally:
+        feeding.cancel()
+        writer.close()
+    messages = []
+    while (message := await asyncio.wait_for(read_message(their_reader), WAIT_S)) is not None:
+        messages.append(message)
+    their_writer.close()
+    fed = [m for m in messages if isinstance(m, Watchdog)]
+    assert 6 <= len(fed) <= 13, messages  # every 25 ms for 0.3 s (12), none before or after
