@@ -81,3 +81,24 @@ async def test_the_worst_lateness_covers_late_starts_and_overruns_since_the_last
     assert schedule.missed == 2
     assert abs(schedule.take_worst_lateness() - 0.0101) < 1e-12
     assert schedule.take_worst_lateness() == 0.0  # reported once
+
+
+async def test_period_error_percentiles_come_from_a_histogram_without_a_history() -> None:
+    """Lateness 0.000, 0.001, ..., 0.099 ms for 100 ticks and one of 250 ms: the percentiles are
+    the upper edges of their 10 µs bins, the maximum is exact, and nothing is kept per tick."""
+    now = [0.0]
+    late = iter([k * 1e-6 for k in range(100)] + [0.25])
+
+    async def sleep_until(deadline: float) -> None:
+        now[0] = deadline + next(late)
+
+    schedule = Schedule(1.0, lambda: now[0], sleep_until)
+    for _ in range(101):
+        await schedule.wait()
+        schedule.advance()
+    stats = schedule.stats()
+    assert stats.ticks == 101
+    assert stats.p50_s == pytest.approx(6e-5)  # the 51st: 50 µs, in the bin [50, 60) µs
+    assert stats.p99_s == pytest.approx(1e-4)  # the 100th: 99 µs, in [90, 100) µs
+    assert stats.max_s == pytest.approx(0.25)
+    assert not any(isinstance(v, list | tuple) and len(v) > 20_000 for v in vars(schedule).values())
