@@ -8,7 +8,7 @@ Modes (`armd.messages.Mode`):
     INACTIVE --valid read--> HOLDING <--> MOVING / STOPPING
         any --fault--> FAULT (stop, then hold or disable), any --estop--> ESTOP; reset --> HOLDING
 
-Safety rules kept here (DESIGN.md): start inactive; enable only after a valid read; the first
+Safety rules kept here (docs/safety.md): start inactive; enable only after a valid read; the first
 command equals the measured position; every command passes the `SetpointLimiter`; stale feedback
 and faults lead to a controlled stop; faults and e-stops latch until `reset`; a pre-empted motion
 is never resumed on its own; drive watchdogs are fed by this loop's own writes.

@@ -1,4 +1,4 @@
-"""The MQTT bridge: the daemon's side of the contract in DESIGN.md (topics under ``armd/<name>/``).
+"""The MQTT bridge: the daemon's side of the contract in docs/mqtt.md (topics ``armd/<name>/...``).
 
 `MqttBridge.run` is one long-lived task. Per connection it publishes ``availability`` ``online``
 (retained, QoS 1; the Last Will says ``offline``), republishes the retained ``fault`` (or an empty

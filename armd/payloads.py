@@ -1,4 +1,4 @@
-"""Validation of the payloads clients send on ``goal`` and ``estop`` (DESIGN.md, MQTT API).
+"""Validation of the payloads clients send on ``goal`` and ``estop`` (docs/mqtt.md).
 
 Every input becomes either a value of `armd.messages` or a `Rejection` whose reason names the
 field and why (``position[1]: nan must be a finite number``); nothing here raises on any input.

@@ -21,11 +21,11 @@ import select
 import threading
 import time
 import tty
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TypeVar
 
-__all__ = ["PtyChain", "SimulatedSerialDevice"]
+__all__ = ["PtyChain", "SimulatedSerialDevice", "serve_until_stopped"]
 
 
 class _LinkFaults(Protocol):
@@ -206,3 +206,27 @@ class PtyChain(abc.ABC, Generic[DeviceT]):
             _, _, reply = heapq.heappop(self._outbox)
             with contextlib.suppress(BlockingIOError):  # nobody reads: the line drops it
                 os.write(master, reply)
+
+
+def serve_until_stopped(
+    chain: PtyChain[Any],
+    *,
+    link: str | None,
+    on_ready: Callable[[str], None],
+    stop: threading.Event | None,
+) -> None:
+    """Serve a started `chain` until `stop` is set (or Ctrl-C), for ``armd sim-device``: with
+    `link`, a symlink to the pty there (replacing a symlink, never a regular file), removed on
+    exit; `on_ready(port)` once it serves."""
+    if link is not None:
+        if os.path.islink(link):
+            os.unlink(link)
+        os.symlink(chain.port, link)
+    on_ready(chain.port)
+    try:
+        (stop or threading.Event()).wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if link is not None and os.path.islink(link):
+            os.unlink(link)

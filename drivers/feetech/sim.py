@@ -16,7 +16,6 @@ A client that configured another (standard) baud rate than the chain's is not un
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import termios
 import threading
@@ -28,7 +27,7 @@ from drivers.base import Clock
 from drivers.feetech import protocol as ft
 from drivers.feetech.protocol import Instruction, Packet
 from drivers.feetech.sim_device import FeetechFaults, SimulatedServo
-from drivers.pty_chain import PtyChain
+from drivers.pty_chain import PtyChain, serve_until_stopped
 from drivers.sim.motor import MotorParams, SimulatedMotor
 
 __all__ = ["FeetechFaults", "SimulatedFeetechChain", "SimulatedServo", "run"]
@@ -151,15 +150,4 @@ def run(
         ids, baudrate=baudrate, return_delay_s=return_delay_s, model_wire_time=model_wire_time,
         motor_params=motor_params, initial_positions=initial_positions,
     ) as chain:  # fmt: skip
-        if link is not None:
-            if os.path.islink(link):
-                os.unlink(link)
-            os.symlink(chain.port, link)
-        (on_ready or print_port)(chain.port)
-        try:
-            (stop or threading.Event()).wait()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            if link is not None and os.path.islink(link):
-                os.unlink(link)
+        serve_until_stopped(chain, link=link, on_ready=on_ready or print_port, stop=stop)
