@@ -34,6 +34,7 @@ from armd.config_schema import (
     MotionConfig,
     MqttConfig,
     SafetyConfig,
+    StreamConfig,
     describe_errors,
 )
 from armd.transmission import ArmTransmission, Transmission
@@ -126,6 +127,10 @@ class ArmSetup:
     @property
     def motion(self) -> MotionConfig:
         return self.config.motion
+
+    @property
+    def stream(self) -> StreamConfig:
+        return self.config.stream
 
     @property
     def broker_loss(self) -> Literal["finish", "stop"]:

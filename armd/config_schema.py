@@ -41,6 +41,7 @@ __all__ = [
     "MqttConfig",
     "SafetyConfig",
     "StallConfig",
+    "StreamConfig",
     "TlsConfig",
     "describe_errors",
 ]
@@ -192,6 +193,16 @@ class MotionConfig(_Section):
     ik_time_budget_s: float = _positive(0.05, "s")
 
 
+class StreamConfig(_Section):
+    """Streaming targets on ``armd/<name>/stream`` (docs/mqtt.md#stream): off unless enabled, so
+    that a client cannot drive the arm at loop rate without the operator opting in."""
+
+    enabled: bool = Field(False, description="accept stream messages")
+    timeout_s: float = Field(
+        0.1, gt=0.0, le=10.0, description="no message for this long stops the arm, s"
+    )
+
+
 class TlsConfig(_Section):
     """TLS to the broker: present means on. No `ca_file`: the system's CA certificates."""
 
@@ -250,6 +261,7 @@ class ArmConfig(_Section):
     drivers: dict[str, DriverConfig] = Field(min_length=1, description="driver name: type, params")
     safety: SafetyConfig = SafetyConfig()
     motion: MotionConfig = MotionConfig()
+    stream: StreamConfig = StreamConfig()
     broker_loss: Literal["finish", "stop"] = "stop"
     mqtt: MqttConfig = MqttConfig()
     lock_file: str | None = Field(None, description="default: /run/armd/<name>.lock")
@@ -258,7 +270,7 @@ class ArmConfig(_Section):
     )
     gripper: GripperConfig | None = Field(None, description="the gripper joint; null: none")
 
-    @field_validator("fixed_joints", "safety", "motion", "mqtt", mode="before")
+    @field_validator("fixed_joints", "safety", "motion", "stream", "mqtt", mode="before")
     @classmethod
     def _empty_section(cls, value: object) -> object:
         """A section whose options are all commented out reads as null: use its defaults."""

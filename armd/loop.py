@@ -41,9 +41,11 @@ from armd.protocol import (
     Sample,
     Shutdown,
     Stop,
+    StreamTarget,
 )
 from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState, SafetyMonitor, Verdict
+from armd.streaming import timeout_reason
 from armd.timing import Schedule
 from armd.trajectory import MotionLimits, Setpoint
 from drivers import DriverError
@@ -64,6 +66,7 @@ class LoopSettings:
     disable_on_fault: bool
     auto_enable: bool = True
     sample_every: int = 1  # ticks between routine samples (a change of state is sent at once)
+    stream_timeout_s: float | None = None  # a stream's timeout; None: streaming not enabled
 
 
 class ControlLoop:
@@ -104,6 +107,7 @@ class ControlLoop:
             settings.joint_tolerance,
             settings.settle_timeout_s,
             self._status,
+            settings.stream_timeout_s,
         )
         self._enabled = False
         self._estop_request = False
@@ -117,7 +121,7 @@ class ControlLoop:
 
     def handle(self, command: Command) -> None:
         """Take a command (`armd.protocol`); it acts at the next tick."""
-        if isinstance(command, MoveTo | FollowPath | Stop):
+        if isinstance(command, MoveTo | FollowPath | Stop | StreamTarget):
             self.motions.take(command)
         elif isinstance(command, EngageEstop):
             self._estop_request = True
@@ -141,7 +145,7 @@ class ControlLoop:
 
     @property
     def taken(self) -> int:
-        """Motion commands (moves and stops) taken in."""
+        """Motion commands (moves and stops; not stream targets) taken in."""
         return self.motions.taken
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -348,6 +352,9 @@ class ControlLoop:
 
     def _apply_requests(self) -> None:
         if self.motions.pending is None:
+            if self.motions.quiet(self.tick_count):
+                assert self.settings.stream_timeout_s is not None
+                self._stop_motion(timeout_reason(self.settings.stream_timeout_s))
             return
         commanded = self.commanded if self._enabled else None
         bounds = (self.limiter.lower, self.limiter.upper)
@@ -372,9 +379,9 @@ class ControlLoop:
                 self._latch(Fault("driver_lost", f"writing commands failed: {exc}"))
 
     def _track_goal(self, measured: MeasuredState) -> None:
-        ended = self.motions.track(measured, self.tick_count)
+        assert self.commanded is not None
+        ended = self.motions.track(measured, self.tick_count, self.commanded)
         if ended is Ended.HELD:
-            assert self.commanded is not None
             assert self.motions.grip is not None
             joint = self.motions.grip.joint
             if abs(measured.velocity[joint]) < BLOCKED_VELOCITY:  # on its object: stay there

@@ -6,6 +6,11 @@ the `Motion` the loop samples (`armd.moves`), stops, and decides when a goal end
 when every joint is within its tolerance of the motion's end, ``aborted`` when it did not settle,
 ``preempted`` when a newer goal replaced it. Statuses go to `status`; the loop keeps the mode, the
 commanded state and the drives, and is told which mode a change calls for.
+
+A stream (`StreamTarget`s of one session) is a motion like a goal's: its first target starts an
+`armd.streaming.StreamFollower` (``accepted``), later ones retarget it; it pre-empts the motion
+under way and is pre-empted by a goal or a stop; it ends ``succeeded`` at rest after its end
+message, ``aborted`` when it goes quiet for the timeout (the loop then stops the arm).
 """
 
 from __future__ import annotations
@@ -20,15 +25,17 @@ from numpy.typing import NDArray
 
 from armd.messages import GoalStatus, Mode
 from armd.moves import check_move, plan_motion
-from armd.protocol import Grip, Move, MoveTo, Stop, superseded
+from armd.protocol import Grip, Move, MoveTo, Stop, StreamTarget, superseded
 from armd.safety import MeasuredState
-from armd.trajectory import Motion, MotionLimits, PlanningError, Setpoint, StopMotion
+from armd.streaming import StreamFollower
+from armd.trajectory import Hold, Motion, MotionLimits, PlanningError, Setpoint, StopMotion
 
 __all__ = ["Ended", "Motions"]
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 Status = Callable[[str | None, GoalStatus, str | None], None]
+STREAM_DISABLED = "stream: streaming is not enabled in the config (stream.enabled)"
 
 
 class Ended(enum.Enum):
@@ -46,6 +53,8 @@ class _Active:
     start_tick: int
     is_stop: bool = False
     move: Move | None = None
+    stream: StreamFollower | None = None
+    settled_tick: int | None = None  # a stream that ended: when its command came to rest
 
 
 class Motions:
@@ -59,16 +68,20 @@ class Motions:
         joint_tolerance: float,
         settle_timeout_s: float,
         status: Status,
+        stream_timeout_s: float | None = None,
     ) -> None:
+        """`stream_timeout_s`: a stream's timeout (None: streaming is not enabled)."""
         self.joint_names = joint_names
         self.limits = limits
         self.period_s = period_s
         self.joint_tolerance = joint_tolerance
         self.settle_timeout_s = settle_timeout_s
         self._status = status
-        self.pending: Move | Stop | None = None
+        self.stream_timeout_s = stream_timeout_s
+        self.pending: Move | Stop | StreamTarget | None = None
         self.active: _Active | None = None
         self.taken = 0  # motion commands (moves and stops) taken in
+        self._newest_session = -1  # the newest stream session started (or refused)
 
     @property
     def moving(self) -> bool:
@@ -80,12 +93,27 @@ class Motions:
         """Moving, or a command waits for the next tick."""
         return self.active is not None or self.pending is not None
 
-    def take(self, command: Move | Stop) -> None:
-        """The newest command waits for the next tick; the one it replaces is ``preempted``."""
-        self.taken += 1
-        replaced, self.pending = self.pending, command
-        if replaced is not None and replaced.goal_id is not None:  # a stop with an id too
-            self._status(replaced.goal_id, GoalStatus.PREEMPTED, superseded(command.goal_id))
+    def take(self, command: Move | Stop | StreamTarget) -> None:
+        """The newest command waits for the next tick; the one it replaces is ``preempted``
+        (a stream's target replaces an older one of its stream silently)."""
+        replaced = self.pending
+        by: str | None
+        if isinstance(command, StreamTarget):
+            if isinstance(replaced, StreamTarget) and replaced.session == command.session:
+                if command.seq > replaced.seq:
+                    self.pending = command
+                return
+            by = command.stream_id
+        else:
+            self.taken += 1
+            by = command.goal_id
+        self.pending = command
+        if isinstance(replaced, StreamTarget):
+            if replaced.session > self._newest_session:  # a stream that never started
+                self._newest_session = replaced.session
+                self._status(replaced.stream_id, GoalStatus.PREEMPTED, superseded(by))
+        elif replaced is not None and replaced.goal_id is not None:  # a stop with an id too
+            self._status(replaced.goal_id, GoalStatus.PREEMPTED, superseded(by))
 
     def drop_pending(self, reason: str) -> None:
         """The waiting command will not run: its goal is ``aborted`` (a stop's is served)."""
@@ -93,6 +121,10 @@ class Motions:
         if isinstance(pending, Stop):
             if pending.goal_id is not None:
                 self._status(pending.goal_id, GoalStatus.SUCCEEDED, None)
+        elif isinstance(pending, StreamTarget):
+            if pending.session > self._newest_session:  # its stream had not started
+                self._newest_session = pending.session
+                self._status(pending.stream_id, GoalStatus.ABORTED, reason)
         elif pending is not None:
             self._status(pending.goal_id, GoalStatus.ABORTED, reason)
 
@@ -121,6 +153,8 @@ class Motions:
             return None
         if isinstance(command, Stop):
             return self._apply_stop(command, commanded, tick, mode)
+        if isinstance(command, StreamTarget):
+            return self._apply_stream(command, commanded, tick, mode, bounds)
         if commanded is None or mode not in (Mode.HOLDING, Mode.MOVING, Mode.STOPPING):
             latched = mode in (Mode.FAULT, Mode.ESTOP)
             reason = f"arm is {mode.value}" + (": reset first" if latched else "")
@@ -133,7 +167,10 @@ class Motions:
     ) -> Mode | None:
         changed = None
         if mode == Mode.MOVING and commanded is not None:
-            self.stop(commanded, tick, stop.reason, stop.outcome)
+            outcome = stop.outcome
+            if self.active is not None and self.active.stream is not None and stop.goal_id:
+                outcome = GoalStatus.PREEMPTED  # a stop goal pre-empts a stream
+            self.stop(commanded, tick, stop.reason, outcome)
             changed = Mode.STOPPING
         active = self.active
         if active is not None and active.is_stop:
@@ -146,6 +183,50 @@ class Motions:
         elif stop.goal_id is not None:
             self._status(stop.goal_id, GoalStatus.SUCCEEDED, None)
         return changed
+
+    def _apply_stream(
+        self,
+        target: StreamTarget,
+        commanded: Setpoint | None,
+        tick: int,
+        mode: Mode,
+        bounds: tuple[Array, Array],
+    ) -> Mode | None:
+        """Retarget the stream under way, or start a new one (an old session's target, which
+        the daemon sent before it saw that stream end, is dropped)."""
+        active = self.active
+        stream = active.stream if active is not None else None
+        if stream is not None and stream.session == target.session:
+            stream.take(target, tick)
+            return None
+        if target.session <= self._newest_session:
+            return None
+        self._newest_session = target.session
+        if self.stream_timeout_s is None:
+            self._status(target.stream_id, GoalStatus.REJECTED, STREAM_DISABLED)
+            return None
+        if commanded is None or mode not in (Mode.HOLDING, Mode.MOVING, Mode.STOPPING):
+            latched = mode in (Mode.FAULT, Mode.ESTOP)
+            reason = f"arm is {mode.value}" + (": reset first" if latched else "")
+            self._status(target.stream_id, GoalStatus.ABORTED, reason)
+            return None
+        follower = StreamFollower(
+            target,
+            commanded,
+            tick,
+            joint_names=self.joint_names,
+            bounds=bounds,
+            limits=self.limits,
+            period_s=self.period_s,
+            timeout_ticks=max(1, round(self.stream_timeout_s / self.period_s)),
+        )
+        if active is not None and active.goal_id is not None:  # a goal, a stop or a stream
+            reason = f"preempted by {target.stream_id}"
+            self._status(active.goal_id, GoalStatus.PREEMPTED, reason)
+        self._status(target.stream_id, GoalStatus.ACCEPTED, None)
+        hold = Hold(commanded.position)
+        self.active = _Active(target.stream_id, hold, tick, stream=follower)
+        return Mode.MOVING
 
     def _start(
         self, move: Move, commanded: Setpoint, tick: int, bounds: tuple[Array, Array]
@@ -197,7 +278,17 @@ class Motions:
     def setpoint(self, commanded: Setpoint, tick: int) -> Setpoint:
         """The state wanted at this tick (before the limiter)."""
         active = self.active
-        return commanded if active is None else active.motion.sample(self._time(active, tick))
+        if active is None:
+            return commanded
+        if active.stream is not None:
+            return active.stream.step(commanded, tick)
+        return active.motion.sample(self._time(active, tick))
+
+    def quiet(self, tick: int) -> bool:
+        """A stream is under way and no target came for its timeout (the loop stops it before
+        this tick's command, so that the stop starts from the last one)."""
+        active = self.active
+        return active is not None and active.stream is not None and active.stream.quiet(tick)
 
     def starting(self, tick: int) -> str | None:
         """The goal whose motion issues its first command at this tick, if any."""
@@ -206,11 +297,14 @@ class Motions:
             return None
         return active.goal_id
 
-    def track(self, measured: MeasuredState, tick: int) -> Ended | None:
-        """Whether the motion under way ended at this tick (its goal's final status sent)."""
+    def track(self, measured: MeasuredState, tick: int, commanded: Setpoint) -> Ended | None:
+        """Whether the motion under way ended at this tick (its goal's final status sent).
+        `commanded` is this tick's command."""
         active = self.active
         if active is None:
             return None
+        if active.stream is not None:
+            return self._track_stream(active, active.stream, measured, tick, commanded)
         t = self._time(active, tick)
         if self._holding(active, measured):
             return Ended.HELD
@@ -223,9 +317,17 @@ class Motions:
             return Ended.STOP
         error = np.abs(measured.position - active.motion.sample(t).position)
         tolerance = active.move.tolerance if active.move is not None else None
+        return self._settle(active, error, tolerance, t - active.motion.duration)
+
+    def _settle(
+        self, active: _Active, error: Array, tolerance: Array | None, late_s: float
+    ) -> Ended | None:
+        """A motion whose command reached its end `late_s` ago, its joints `error` from it:
+        ``succeeded`` within tolerance, ``aborted`` when that took longer than the settle
+        timeout, else (None) not yet."""
         if np.all(error <= (self.joint_tolerance if tolerance is None else tolerance)):
             self._status(active.goal_id, GoalStatus.SUCCEEDED, None)
-        elif t - active.motion.duration > self.settle_timeout_s:
+        elif late_s > self.settle_timeout_s:
             worst = int(np.argmax(error))
             reason = (
                 f"did not settle: joint {self.joint_names[worst]!r} {error[worst]:.4f} from its "
@@ -236,3 +338,20 @@ class Motions:
             return None
         self.active = None
         return Ended.MOVE
+
+    def _track_stream(
+        self,
+        active: _Active,
+        stream: StreamFollower,
+        measured: MeasuredState,
+        tick: int,
+        commanded: Setpoint,
+    ) -> Ended | None:
+        """After its end message, a stream ends once its command is at rest on the last target
+        and the joints are within tolerance of it."""
+        if active.settled_tick is None:
+            if not stream.settled(commanded):
+                return None
+            active.settled_tick = tick
+        error = np.abs(measured.position - stream.position)
+        return self._settle(active, error, None, (tick - active.settled_tick) * self.period_s)

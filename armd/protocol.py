@@ -12,6 +12,9 @@ Commands (daemon → loop):
   state (ruckig, microseconds);
 - `FollowPath`: a path planned and time-scaled before the seam (`armd.trajectory.TimedPath`),
   starting where the arm is, at rest;
+- `StreamTarget`: the newest target of a stream (`armd.streaming`), followed each tick by a
+  jerk-limited filter from the commanded state until a newer one, the stream's end, its timeout,
+  a goal or a stop;
 - `Stop`, `EngageEstop`, `Reset`, `Shutdown`.
 
 Events (loop → daemon): `StatusUpdate` (of a goal), `FaultChanged`, `ModeChanged`, `Sample` (the
@@ -51,6 +54,7 @@ __all__ = [
     "Sample",
     "Shutdown",
     "Stop",
+    "StreamTarget",
     "superseded",
 ]
 
@@ -100,6 +104,26 @@ Move = MoveTo | FollowPath
 
 
 @dataclass(frozen=True, slots=True)
+class StreamTarget:
+    """One message of a stream (docs/mqtt.md#stream), as the loop follows it.
+
+    stream_id: the stream's id on ``goal/status``; session: numbered by the daemon, one per stream
+    (a target of a session the loop has ended is dropped: the daemon had not yet seen it end);
+    seq: the message's sequence number (a target not newer than the newest taken is dropped);
+    position: (n,) rad or m; NaN keeps that joint's current stream target (the commanded position
+    when the stream starts); velocity: (n,) rad/s or m/s at the target, NaN for none (0);
+    end: the last message: the arm comes to rest at the target, then the stream succeeds.
+    """
+
+    stream_id: str
+    session: int
+    seq: int
+    position: Array
+    velocity: Array
+    end: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Stop:
     """Stop the motion, then hold. The goal being stopped ends as `outcome` with `reason`
     (``preempted`` when a newer goal asked for the stop, e.g. a linear move that starts at rest);
@@ -125,7 +149,7 @@ class Shutdown:
     """Bring the arm to rest (its goal aborted), disable and close the drives."""
 
 
-Command = MoveTo | FollowPath | Stop | EngageEstop | Reset | Shutdown
+Command = MoveTo | FollowPath | StreamTarget | Stop | EngageEstop | Reset | Shutdown
 
 
 # -- events ----------------------------------------------------------------------------------------

@@ -89,6 +89,7 @@ def control_setup(arm: ArmSetup) -> ControlSetup:
             disable_on_fault=safety.on_fault == "disable",
             # the daemon publishes the telemetry from these samples
             sample_every=max(1, round(arm.loop_hz / arm.telemetry_hz)),
+            stream_timeout_s=arm.stream.timeout_s if arm.stream.enabled else None,
         ),
         safety=SafetyThresholds(
             stale_hold_s=max(safety.stale_hold_ticks * period, safety.stale_hold_s),

@@ -90,9 +90,10 @@ async def make_rig(
     sample_every: int = 1,
     stall: StallLimits | None = None,
     unfollowed: tuple[int, ...] = (),
+    stream_timeout_s: float | None = None,
 ) -> Rig:
     """The rig; with `statuses`, the loop reports through that ledger (as in the daemon), whose
-    output must then be the rig's `statuses` list."""
+    output must then be the rig's `statuses` list; `stream_timeout_s` enables streaming."""
     tree = ur5()
     q0 = np.zeros(tree.dof) if q0 is None else q0
     gears = [1.0, 50.0, 1.0, 1.0, 2.0, 1.0]
@@ -126,6 +127,7 @@ async def make_rig(
             settle_timeout_s=2.0,
             disable_on_fault=disable_on_fault,
             sample_every=sample_every,
+            stream_timeout_s=stream_timeout_s,
         ),
         safety=SafetyThresholds(
             stale_hold_s=0.05,
