@@ -22,11 +22,16 @@ from armd.messages import (
     PoseGoal,
     StatusUpdate,
     StopGoal,
+    StreamEnd,
+    StreamJoints,
+    StreamMessage,
+    StreamPose,
     Telemetry,
 )
 
 __all__ = [
     "AVAILABILITY",
+    "DEFAULT_STREAM_ID",
     "ESTOP",
     "FAULT",
     "GOAL",
@@ -36,10 +41,13 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_JOINT_POSITION",
     "MAX_PAYLOAD_BYTES",
+    "MAX_SEQ",
     "MIN_SPEED",
     "OFFLINE",
     "ONLINE",
     "STATE",
+    "STREAM",
+    "STREAM_TYPES",
     "TOPICS",
     "Topic",
     "Topics",
@@ -47,6 +55,7 @@ __all__ = [
     "fault_json",
     "goal_json",
     "status_json",
+    "stream_json",
     "telemetry_json",
 ]
 
@@ -67,7 +76,8 @@ GOAL = Topic("goal", inbound=True, qos=1, retain=False)
 GOAL_STATUS = Topic("goal/status", inbound=False, qos=1, retain=False)
 ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT)
+STREAM = Topic("stream", inbound=True, qos=0, retain=False)  # loop-rate targets: the newest wins
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -79,6 +89,9 @@ MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruck
 MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
 MAX_JOINT_POSITION = 1000.0  # rad or m
 GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "stop")
+STREAM_TYPES = ("joints", "pose", "twist", "end")
+MAX_SEQ = 2**53  # a stream's sequence numbers: integers any JSON client represents exactly
+DEFAULT_STREAM_ID = "stream"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +104,7 @@ class Topics:
     goal_status: str
     estop: str
     fault: str
+    stream: str
 
     @classmethod
     def for_arm(cls, arm_name: str) -> Topics:
@@ -164,3 +178,27 @@ def goal_json(goal: Goal) -> dict[str, Any]:
         document |= {"type": "keypoints", "points": points}
     document["speed"] = goal.speed
     return document
+
+
+def stream_json(message: StreamMessage) -> dict[str, Any]:
+    """A ``stream`` payload, as a client sends it (`armd.stream_payloads.parse_stream` reads it
+    back)."""
+    document: dict[str, Any] = {"id": message.stream_id, "seq": message.seq}
+    if isinstance(message, StreamEnd):
+        return document | {"type": "end"}
+    if isinstance(message, StreamJoints):
+        document |= {"type": "joints", "positions": dict(message.positions)}
+        if message.velocities:
+            document["velocities"] = dict(message.velocities)
+        return document
+    if isinstance(message, StreamPose):
+        document |= {"type": "pose", "position": list(message.position), "link": message.link}
+        if message.orientation is not None:
+            document["orientation"] = list(message.orientation)
+        return document
+    return document | {
+        "type": "twist",
+        "linear": list(message.linear),
+        "angular": list(message.angular),
+        "frame": message.frame,
+    }

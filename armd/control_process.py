@@ -40,15 +40,12 @@ from armd.control_link import Closed, Opened, OpenFailed, Watchdog, read_message
 from armd.logs import configure_logging
 from armd.messages import GoalStatus, StatusUpdate
 from armd.protocol import (
+    Command,
     EngageEstop,
     Event,
-    FollowPath,
-    MoveTo,
     Notice,
-    Reset,
     Sample,
     Shutdown,
-    Stop,
 )
 from armd.timing import PreciseTimer, Schedule
 from armd.wiring import ControlSetup, build_hardware, build_loop
@@ -62,7 +59,6 @@ MISSED_WARNING_INTERVAL_S = 10.0
 RECONNECT_INTERVAL_S = 1.0
 SETUP_TIMEOUT_S = 30.0
 SAMPLE_BACKLOG_BYTES = 256 * 1024  # `Sample` events wait while more than this is unsent
-_COMMANDS = (MoveTo, FollowPath, Stop, EngageEstop, Reset, Shutdown)
 
 
 class ControlServer:
@@ -138,7 +134,7 @@ class ControlServer:
         self.loop.handle(Shutdown())
 
     def _apply(self, message: object) -> None:
-        if not isinstance(message, _COMMANDS):
+        if not isinstance(message, Command):  # the protocol's union of command types
             log.error("control link: not a command: %r", message)
             return
         try:

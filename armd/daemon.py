@@ -5,7 +5,8 @@ Two processes: the control loop and the drivers run in the control process
 (`armd.control_process`, real-time scheduled where allowed), so that no MQTT traffic, goal
 planning or garbage collection here delays a tick; this one runs the MQTT bridge and the goal
 pipeline, computes the telemetry's forward kinematics from the loop's samples, and talks to the
-loop through `armd.control_client.ControlClient` in the control protocol (`armd.protocol`).
+loop through `armd.control_client.ControlClient` in the control protocol (`armd.protocol`); stream
+messages become the loop's targets in `armd.stream_input`.
 
 Start-up: take the single-instance lock, start the control process, which opens every driver (a
 failure ends the daemon with a clear error before anything moves), then runs the loop, which
@@ -21,6 +22,7 @@ the arm held; the drives are disabled and closed; the bridge flushes statuses an
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 
@@ -32,7 +34,15 @@ from armd.errors import ArmdError
 from armd.goals import GoalPipeline, Gripper, PlanSettings
 from armd.lock import InstanceLock
 from armd.loop import SHUTDOWN_STOP_TIMEOUT_S
-from armd.messages import EstopCommand, Goal, Mode, StatusUpdate, Telemetry
+from armd.messages import (
+    EstopCommand,
+    Goal,
+    Mode,
+    Rejection,
+    StatusUpdate,
+    StreamMessage,
+    Telemetry,
+)
 from armd.mqtt import MqttBridge
 from armd.notify import SystemdNotifier
 from armd.protocol import (
@@ -47,6 +57,8 @@ from armd.protocol import (
     Stop,
 )
 from armd.statuses import StatusLedger
+from armd.stream_cartesian import CartesianStream
+from armd.stream_input import StreamInput, StreamSettings
 from armd.trajectory import MotionLimits
 from armd.wiring import control_setup
 from kinematics.ik import IKOptions
@@ -100,6 +112,7 @@ class Daemon:
             on_goal=self._on_goal,
             on_estop=self.estop,
             on_connection_change=self.broker_connection,
+            on_stream=self._on_stream,
         )
         self.statuses = StatusLedger(self.bridge.publish_status)
         self.control = ControlClient(
@@ -110,13 +123,27 @@ class Daemon:
             log_level,
         )
         limits = setup.tree.limits
+        settings = plan_settings(setup)
         self.pipeline = GoalPipeline(
             setup.tree,
             setup.tool_link,
             self.control.port,
             MotionLimits(limits.velocity, limits.acceleration, setup.jerk),
-            plan_settings(setup),
+            settings,
             self.statuses,
+        )
+        self.streams = StreamInput(
+            StreamSettings(setup.stream.enabled, setup.stream.timeout_s, setup.tool_link),
+            CartesianStream(
+                setup.tree,
+                dataclasses.replace(settings.ik, restarts=False),  # never a jump to a new branch
+                np.array([name not in setup.fixed_joints for name in setup.tree.joint_names]),
+                np.array(limits.lower),
+                np.array(limits.upper),
+            ),
+            self.control.port,
+            self.statuses,
+            self.bridge.publish_status,
         )
         self._telemetry_every = self.control.setup.loop.sample_every
         self._mode = Mode.INACTIVE
@@ -131,6 +158,7 @@ class Daemon:
                 self.publish_telemetry(event)
         elif isinstance(event, StatusUpdate):
             self.statuses.report(event)
+            self.streams.on_status(event)
         elif isinstance(event, FaultChanged):
             self.bridge.set_fault(event.fault)
         elif isinstance(event, ModeChanged):
@@ -182,6 +210,9 @@ class Daemon:
     def _on_goal(self, goal: Goal) -> None:
         self.pipeline.submit(goal)
 
+    def _on_stream(self, message: StreamMessage | Rejection) -> None:
+        self.streams.submit(message)
+
     def estop(self, command: EstopCommand) -> None:
         self.control.port.send(EngageEstop() if command.engage else Reset())
 
@@ -211,6 +242,7 @@ class Daemon:
             log.info("stopping: bringing the arm to rest")
             pipeline.cancel()
             self.pipeline.close("daemon stopping")
+            self.streams.close("daemon stopping")
             await self.control.shutdown(SHUTDOWN_STOP_TIMEOUT_S + CLOSE_MARGIN_S)
             self.statuses.abort_all("daemon stopping")
             self.bridge.request_stop()
@@ -223,6 +255,7 @@ class Daemon:
         except ArmdError as exc:
             log.error("%s: aborting the goals in progress", exc)
             self.pipeline.close(str(exc))
+            self.streams.close(str(exc))
             self.statuses.abort_all(str(exc))
             raise
 

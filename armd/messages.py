@@ -25,6 +25,11 @@ __all__ = [
     "Rejection",
     "StatusUpdate",
     "StopGoal",
+    "StreamEnd",
+    "StreamJoints",
+    "StreamMessage",
+    "StreamPose",
+    "StreamTwist",
     "Telemetry",
 ]
 
@@ -156,3 +161,50 @@ class Rejection:
 
     goal_id: str | None
     reason: str
+
+
+# -- stream messages (``armd/<name>/stream``, docs/mqtt.md#stream) ---------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StreamJoints:
+    """Joint targets by name (the joints not named keep their stream target); `velocities`
+    (rad/s or m/s) for some of the named joints: how fast their target moves."""
+
+    stream_id: str
+    seq: int
+    positions: Mapping[str, float]
+    velocities: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamPose:
+    """A pose target for `link` in the root frame (orientation None: position only)."""
+
+    stream_id: str
+    seq: int
+    position: tuple[float, float, float]
+    orientation: tuple[float, float, float, float] | None
+    link: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamTwist:
+    """A tool velocity (m/s, rad/s) held until the next message, in the root or the tool frame."""
+
+    stream_id: str
+    seq: int
+    linear: tuple[float, float, float]
+    angular: tuple[float, float, float]
+    frame: Literal["root", "tool"] = "root"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEnd:
+    """The stream's last message: come to rest at the last target."""
+
+    stream_id: str
+    seq: int
+
+
+StreamMessage = StreamJoints | StreamPose | StreamTwist | StreamEnd

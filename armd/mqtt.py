@@ -2,7 +2,8 @@
 
 `MqttBridge.run` is one long-lived task. Per connection it publishes ``availability`` ``online``
 (retained, QoS 1; the Last Will says ``offline``), republishes the retained ``fault`` (or an empty
-payload that clears it), subscribes to ``goal`` and ``estop`` (QoS 1) and then, concurrently:
+payload that clears it), subscribes to ``goal`` and ``estop`` (QoS 1) and, when the daemon takes
+streams, ``stream`` (QoS 0), and then, concurrently:
 
 - parses every inbound message as paho reads it and hands goals and e-stop commands to the
   daemon's callbacks, synchronously and in arrival order (`armd.mqtt_inbound`; nothing queues
@@ -45,6 +46,7 @@ from armd.contract import (
     OFFLINE,
     ONLINE,
     STATE,
+    STREAM,
     Topics,
     encode,
     fault_json,
@@ -58,6 +60,7 @@ from armd.messages import (
     GoalStatus,
     Rejection,
     StatusUpdate,
+    StreamMessage,
     Telemetry,
 )
 from armd.mqtt_inbound import Inbound, call_safely
@@ -97,6 +100,7 @@ class MqttBridge:
         on_estop: Callable[[EstopCommand], None],
         on_connection_change: Callable[[bool], None] | None = None,
         rng: random.Random | None = None,
+        on_stream: Callable[[StreamMessage | Rejection], None] | None = None,
     ) -> None:
         self.settings = settings
         self.topics = Topics.for_arm(settings.arm_name)
@@ -108,7 +112,9 @@ class MqttBridge:
             on_goal=on_goal,
             on_estop=on_estop,
             reject=self._reject,
+            on_stream=on_stream,
         )
+        self._inbound_topics = (GOAL, ESTOP) if on_stream is None else (GOAL, ESTOP, STREAM)
         self._on_connection_change = on_connection_change
         self._rng = rng if rng is not None else random.Random()
         self._connected = asyncio.Event()
@@ -222,7 +228,7 @@ class MqttBridge:
         self._handed_over = -1  # those handed to an earlier connection are sent again
         await session.publish(AVAILABILITY, ONLINE)
         await self._publish_fault(session, force=True)
-        refused = await session.subscribe((GOAL, ESTOP))
+        refused = await session.subscribe(self._inbound_topics)
         if refused:  # an ACL; keep serving what is allowed (telemetry, statuses)
             message = "MQTT: %s refused the subscription to %s; check its ACL"
             self._error("suback", message, self.settings.address, ", ".join(refused))

@@ -4,6 +4,11 @@ parsed (`armd.payloads`) as paho reads them and handed over synchronously, in ar
 What the daemon never sees is answered here with a ``rejected`` status: a payload that does not
 parse, and a retained goal (it would replay an old command on every reconnect). The e-stop fails
 safe: anything but a well-formed, non-retained reset engages it, whatever went wrong.
+
+Stream messages (``stream``, QoS 0) go to the daemon parsed or as their `Rejection`: the daemon
+answers both, rate-limited (a 250 Hz stream of bad messages must not flood ``goal/status``). A
+retained stream message is dropped with a rate-limited warning: a stale target replayed to every
+new subscriber must not move the arm, and at loop rate one status each would be a flood.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from armd.contract import Topics
-from armd.messages import EstopCommand, Goal, Rejection
+from armd.messages import EstopCommand, Goal, Rejection, StreamMessage
 from armd.mqtt_session import Message
 from armd.payloads import parse_estop, parse_goal
 from armd.ratelimit import RateLimiter
+from armd.stream_payloads import parse_stream
 
 __all__ = ["Inbound", "call_safely"]
 
@@ -38,7 +44,8 @@ class Inbound:
     """The handler of every inbound message (`MqttSession`'s `on_message`).
 
     Goals are validated against `joint_names` and `link_names`; pose goals without a link get
-    `default_link`. `reject(topic, rejection)` answers what is refused here.
+    `default_link`. `reject(topic, rejection)` answers what is refused here. `on_stream` (None:
+    stream messages are ignored) takes stream messages, parsed or refused.
     """
 
     def __init__(
@@ -51,6 +58,7 @@ class Inbound:
         on_goal: Callable[[Goal], None],
         on_estop: Callable[[EstopCommand], None],
         reject: Callable[[str, Rejection], None],
+        on_stream: Callable[[StreamMessage | Rejection], None] | None = None,
     ) -> None:
         self.topics = topics
         self._joint_order = tuple(joint_names)
@@ -59,6 +67,7 @@ class Inbound:
         self._on_goal = on_goal
         self._on_estop = on_estop
         self._reject = reject
+        self._on_stream = on_stream
         self._limits = RateLimiter()
 
     def __call__(self, message: Message) -> None:
@@ -71,6 +80,8 @@ class Inbound:
             topic = message.topic.value
             if topic == self.topics.estop:
                 self._deliver_estop(data, retained=message.retain)
+            elif topic == self.topics.stream:
+                self._deliver_stream(data, retained=message.retain)
             elif message.retain:
                 self._reject_retained(topic, data)
             elif topic == self.topics.goal:
@@ -96,6 +107,27 @@ class Inbound:
             self._reject(self.topics.goal, goal)
         else:
             call_safely(self._on_goal, goal, self._limits)
+
+    def _deliver_stream(self, data: bytes, *, retained: bool) -> None:
+        if self._on_stream is None:
+            return
+        if retained:
+            suppressed = self._limits.allow("stream-retained")
+            if suppressed is not None:
+                _log.warning(
+                    "MQTT: dropped a retained message on %s (%d more since the last warning): "
+                    "clear it (publish an empty retained payload) and publish without retain",
+                    self.topics.stream,
+                    suppressed,
+                )
+            return
+        message = parse_stream(
+            data,
+            joint_names=self._joint_order,
+            link_names=self._link_names,
+            default_link=self._default_link,
+        )
+        call_safely(self._on_stream, message, self._limits)
 
     def _deliver_estop(self, data: bytes, *, retained: bool = False) -> None:
         """Anything but a well-formed reset engages the e-stop; a malformed payload is also

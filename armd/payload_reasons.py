@@ -21,6 +21,9 @@ _SHAPE_RULES = {
     "orientation": "must be an array of 4 numbers [w, x, y, z] or null",
     "positions": "must be an object {joint name: position}",
     "points": "must be an object {link name: [x, y, z]}",
+    "velocities": "must be an object {joint name: velocity}",
+    "linear": "must be an array of 3 numbers [vx, vy, vz] (m/s)",
+    "angular": "must be an array of 3 numbers [wx, wy, wz] (rad/s)",
 }
 _SHAPE_ERRORS = {"tuple_type", "too_short", "too_long", "dict_type", "model_type"}
 # The bounded fields: speed, and Cartesian (`position`, `points`) or joint positions.
@@ -29,6 +32,10 @@ _BOUNDS = {
     "position": f"must be within ±{MAX_CARTESIAN_M:g} m",
     "points": f"must be within ±{MAX_CARTESIAN_M:g} m",
     "positions": f"must be within ±{MAX_JOINT_POSITION:g} (rad or m)",
+    "velocities": f"must be within ±{MAX_JOINT_POSITION:g} (rad/s or m/s)",
+    "linear": f"must be within ±{MAX_CARTESIAN_M:g} m/s",
+    "angular": f"must be within ±{MAX_CARTESIAN_M:g} rad/s",
+    "seq": "must be an integer in [0, 2^53]",
 }
 _BOUND_ERRORS = {"greater_than_equal", "less_than_equal"}
 

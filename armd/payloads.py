@@ -209,30 +209,60 @@ def _pose(
     model = _validate(_PoseModel, document, goal_id)
     if isinstance(model, Rejection):
         return model
-    if model.link is not None and model.link not in link_names:
-        return Rejection(
-            goal_id,
-            f"link: {render.show(model.link)} unknown link; links: {render.names(link_names)}",
-        )
-    orientation = None
-    if model.orientation is not None:
-        orientation = _unit_quaternion(model.orientation)
-        if orientation is None:
-            shown = render.show(document["orientation"])
-            return Rejection(goal_id, f"orientation: {shown} must be a non-zero quaternion")
+    checked = _link_and_orientation(model.link, model.orientation, document, goal_id, link_names)
+    if isinstance(checked, Rejection):
+        return checked
     return PoseGoal(
         goal_id=model.id,
         position=model.position,
-        orientation=orientation,
-        link=model.link if model.link is not None else default_link,
+        orientation=checked[1],
+        link=checked[0] or default_link,
         motion=model.motion,
         speed=model.speed,
     )
 
 
-def _unit_quaternion(
-    q: tuple[float, float, float, float],
-) -> tuple[float, float, float, float] | None:
+Quaternion = tuple[float, float, float, float]
+
+
+def _link_and_orientation(
+    link: str | None,
+    orientation: Quaternion | None,
+    document: dict[str, Any],
+    goal_id: str | None,
+    link_names: Collection[str],
+) -> tuple[str | None, Quaternion | None] | Rejection:
+    """A pose's link, checked against the model's (None: not given), and its orientation,
+    normalised (None: position only); or why not (a pose goal's and a pose stream message's)."""
+    if link is not None and link not in link_names:
+        return Rejection(
+            goal_id, f"link: {render.show(link)} unknown link; links: {render.names(link_names)}"
+        )
+    if orientation is None:
+        return link, None
+    unit = _unit_quaternion(orientation)
+    if unit is None:
+        shown = render.show(document["orientation"])
+        return Rejection(goal_id, f"orientation: {shown} must be a non-zero quaternion")
+    return link, unit
+
+
+def _unknown_joints(
+    positions: Collection[str], goal_id: str | None, joint_names: Collection[str]
+) -> Rejection | None:
+    """Why `positions` cannot be (it names no joint, or joints the model lacks), or None."""
+    if not positions:
+        return Rejection(goal_id, "positions: must name at least one joint")
+    unknown = [name for name in positions if name not in joint_names]
+    if not unknown:
+        return None
+    reasons = [
+        f"positions.{render.name(name)}: unknown joint" for name in unknown[: render.MAX_REASONS]
+    ]
+    return Rejection(goal_id, f"{'; '.join(reasons)}; joints: {render.names(joint_names)}")
+
+
+def _unit_quaternion(q: Quaternion) -> Quaternion | None:
     """`q` normalised, or None when its norm is below `_MIN_QUATERNION_NORM`."""
     scale = max(abs(c) for c in q)  # scaled first so that huge components cannot overflow
     if scale == 0.0:
@@ -250,15 +280,9 @@ def _joints(
     model = _validate(_JointsModel, document, goal_id)
     if isinstance(model, Rejection):
         return model
-    if not model.positions:
-        return Rejection(goal_id, "positions: must name at least one joint")
-    unknown = [name for name in model.positions if name not in joint_names]
-    if unknown:
-        reasons = [
-            f"positions.{render.name(name)}: unknown joint"
-            for name in unknown[: render.MAX_REASONS]
-        ]
-        return Rejection(goal_id, f"{'; '.join(reasons)}; joints: {render.names(joint_names)}")
+    unknown = _unknown_joints(model.positions, goal_id, joint_names)
+    if unknown is not None:
+        return unknown
     return JointsGoal(goal_id=model.id, positions=dict(model.positions), speed=model.speed)
 
 

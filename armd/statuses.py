@@ -44,6 +44,10 @@ class StatusLedger:
     def in_progress(self) -> int:
         return len(self._accepted)
 
+    def holds(self, goal_id: str) -> bool:
+        """Whether `goal_id` is the id of a goal in progress."""
+        return goal_id in self._accepted
+
     def receive(self, goal_id: str | None) -> str | None:
         """Take a goal in: None, or why it cannot be (its id is in use), after rejecting it."""
         if goal_id is None:

@@ -1,0 +1,169 @@
+"""Streaming over a real Mosquitto into the real daemon (config/sim.yaml with ``stream.enabled``):
+a 250 Hz joints stream is followed, going quiet stops the arm with the timeout's status, a goal
+pre-empts a stream (and a stream a goal), bad messages are answered rate-limited.
+
+Assertions are generous correctness bounds; speed is measured in bench/, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from armd.streaming import timeout_reason
+from tests.broker import MosquittoBroker
+from tests.system.helpers import Rig, attach_diagnostics, start_rig
+from tests.system.probe import at_rest, contract_violations, joint_positions
+
+RATE_HZ = 250.0
+TIMEOUT_S = 0.1
+JOINT = "shoulder_pan_joint"
+
+
+@pytest.fixture(scope="module")
+def streaming_rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    directory = tmp_path_factory.mktemp("streaming-arm")
+    with MosquittoBroker(directory / "mosquitto") as broker:
+        rig = start_rig(directory, broker, overrides={"stream": {"enabled": True}})
+        yield rig
+        rig.close()
+
+
+@pytest.fixture
+def arm(streaming_rig: Rig, request: pytest.FixtureRequest) -> Rig:
+    attach_diagnostics(request, streaming_rig)
+    assert streaming_rig.daemon.running, streaming_rig.daemon.output()
+    streaming_rig.probe.wait_state(at_rest, what="the arm at rest")
+    return streaming_rig
+
+
+class Streamer:
+    """Publishes a joints stream (QoS 0) at `RATE_HZ` from a thread until `stop`: `JOINT` on a
+    slow sine around where it started."""
+
+    def __init__(self, rig: Rig, stream_id: str, start: float) -> None:
+        self.rig = rig
+        self.stream_id = stream_id
+        self.start = start
+        self.sent = 0
+        self.targets: list[tuple[float, float]] = []  # (monotonic s, target)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Streamer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        topic = self.rig.probe.prefix + "stream"
+        while not self._stop.is_set():
+            t = time.monotonic() - t0
+            position = self.start + 0.3 * math.sin(2.0 * t)
+            message = {
+                "id": self.stream_id,
+                "seq": self.sent,
+                "type": "joints",
+                "positions": {JOINT: position},
+                "velocities": {JOINT: 0.6 * math.cos(2.0 * t)},
+            }
+            self.rig.probe.client.publish(topic, json.dumps(message), qos=0)
+            self.targets.append((time.monotonic(), position))
+            self.sent += 1
+            time.sleep(max(0.0, t0 + self.sent / RATE_HZ - time.monotonic()))
+
+
+def publish_stream(rig: Rig, message: dict[str, Any]) -> None:
+    info = rig.probe.client.publish(rig.probe.prefix + "stream", json.dumps(message), qos=0)
+    info.wait_for_publish(5.0)
+
+
+def test_a_250_hz_stream_is_followed_and_its_timeout_stops_the_arm(arm: Rig) -> None:
+    probe = arm.probe
+    start = joint_positions(probe.latest_state())[JOINT]
+    since = probe.mark()
+    with Streamer(arm, "follow", start) as streamer:
+        probe.wait_status("follow", status="accepted", since=since)
+        time.sleep(2.0)
+        moving = probe.wait_state(lambda s: s["mode"] == "moving", since=since)
+        assert moving["mode"] == "moving"
+    stopped_at = time.monotonic()
+    final = probe.wait_status("follow", since=since)
+    assert final == {"id": "follow", "status": "aborted", "reason": timeout_reason(TIMEOUT_S)}
+    rest = probe.wait_state(at_rest, what="the arm at rest after the timeout")
+    assert not contract_violations(probe.statuses("follow", since))
+    # Followed: while streaming, the measured joint stayed near the target of a moment before
+    # (generous bounds: the loop lags by a few ticks and the machine is shared).
+    errors = []
+    for state in probe.states(since):
+        t = state_time(probe, state)
+        if t is None or t > stopped_at:
+            continue
+        recent = [p for sent, p in streamer.targets if t - 0.2 <= sent <= t]
+        if recent:
+            position = joint_positions(state)[JOINT]
+            errors.append(min(abs(position - p) for p in recent))
+    assert len(errors) > 20
+    assert max(errors) < 0.05, max(errors)
+    # The stop kept the arm near the last target (a controlled stop, not a jump).
+    assert abs(joint_positions(rest)[JOINT] - streamer.targets[-1][1]) < 0.1
+
+
+def state_time(probe: Any, state: dict[str, Any]) -> float | None:
+    """The daemon's monotonic time of a state (the same clock as the test's)."""
+    value = state.get("t")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def test_a_goal_preempts_a_stream_and_a_stream_preempts_a_goal(arm: Rig) -> None:
+    probe = arm.probe
+    start = joint_positions(probe.latest_state())
+    since = probe.mark()
+    with Streamer(arm, "teleop", start[JOINT]):
+        probe.wait_status("teleop", status="accepted", since=since)
+        time.sleep(0.3)
+    goal = {"id": "home", "type": "joints", "positions": {JOINT: start[JOINT]}, "speed": 0.2}
+    probe.publish_goal(goal)  # within the stream's timeout: the goal pre-empts it
+    assert probe.wait_status("teleop", since=since) == {
+        "id": "teleop",
+        "status": "preempted",
+        "reason": "preempted by home",
+    }
+    since = probe.mark()
+    probe.publish_goal(goal | {"id": "slow", "positions": {JOINT: start[JOINT] + 0.5}})
+    probe.wait_status("slow", status="accepted", since=since)
+    publish_stream(arm, {"id": "jog", "seq": 0, "type": "joints", "positions": {JOINT: 0.0}})
+    assert probe.wait_status("slow", since=since) == {
+        "id": "slow",
+        "status": "preempted",
+        "reason": "preempted by jog",
+    }
+    publish_stream(arm, {"id": "jog", "seq": 1, "type": "end"})
+    assert probe.wait_status("jog", since=since) == {"id": "jog", "status": "succeeded"}
+    probe.wait_state(at_rest, what="the arm at rest")
+
+
+def test_bad_stream_messages_are_rejected_rate_limited(arm: Rig) -> None:
+    probe = arm.probe
+    since = probe.mark()
+    for seq in range(250):  # a second of bad messages at 250 Hz
+        message = {"id": "bad", "seq": seq, "type": "joints", "positions": {"nope": 1.0}}
+        publish_stream(arm, message)
+    rejected = probe.wait_for(lambda: probe.statuses("bad", since), what="a rejection")
+    assert rejected[0]["status"] == "rejected"
+    assert rejected[0]["reason"].startswith("positions.nope: unknown joint")
+    time.sleep(1.0)
+    assert 1 <= len(probe.statuses("bad", since)) <= 6  # a burst of 3, then about 1 per second
+    assert probe.wait_state(at_rest)["mode"] == "holding"  # nothing moved
