@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 
 from armd.messages import GoalStatus, Mode
 from armd.moves import check_move, plan_motion
-from armd.protocol import Grip, Move, MoveTo, Stop, StreamTarget, superseded
+from armd.protocol import STOP_REQUESTED, Grip, Move, MoveTo, Stop, StreamTarget, superseded
 from armd.safety import MeasuredState
 from armd.streaming import StreamFollower
 from armd.trajectory import Hold, Motion, MotionLimits, PlanningError, Setpoint, StopMotion
@@ -168,8 +168,9 @@ class Motions:
         changed = None
         if mode == Mode.MOVING and commanded is not None:
             outcome = stop.outcome
-            if self.active is not None and self.active.stream is not None and stop.goal_id:
-                outcome = GoalStatus.PREEMPTED  # a stop goal pre-empts a stream
+            streaming = self.active is not None and self.active.stream is not None
+            if streaming and stop.reason == STOP_REQUESTED:
+                outcome = GoalStatus.PREEMPTED  # a client's stop goal pre-empts a stream
             self.stop(commanded, tick, stop.reason, outcome)
             changed = Mode.STOPPING
         active = self.active

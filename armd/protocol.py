@@ -39,6 +39,7 @@ from armd.safety import MeasuredState
 from armd.trajectory import MotionLimits, Setpoint, TimedPath
 
 __all__ = [
+    "STOP_REQUESTED",
     "Command",
     "EngageEstop",
     "Event",
@@ -59,6 +60,9 @@ __all__ = [
 ]
 
 Array = NDArray[np.float64]
+
+
+STOP_REQUESTED = "stop requested"  # the reason of a client's stop goal
 
 
 def superseded(by: str | None) -> str:
@@ -130,7 +134,7 @@ class Stop:
     a stop with a `goal_id` succeeds once the arm is at rest."""
 
     goal_id: str | None = None
-    reason: str = "stop requested"
+    reason: str = STOP_REQUESTED
     outcome: GoalStatus = GoalStatus.ABORTED
 
 
@@ -258,7 +262,8 @@ class LoopPort:
     Motion commands are coalesced here (newest wins): while one is on its way (sent, not yet taken
     in according to the latest sample), a newer one waits, and one that replaces a waiting one
     ends it as ``preempted`` through `report`. So at most one motion command per tick reaches the
-    loop however fast goals arrive. Other commands are sent at once, in order."""
+    loop however fast goals arrive. Other commands are sent at once, in order: stream targets too
+    (a stream's newest wins in the loop, which needs every message's arrival for its timeout)."""
 
     def __init__(
         self,

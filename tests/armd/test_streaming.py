@@ -151,6 +151,20 @@ async def test_a_goal_or_a_stop_preempts_a_stream() -> None:
     assert_at_rest(rig)
     assert_within_limits(rig)
 
+    # A stop goal without an id too; a stop of the daemon's own (shutdown, broker lost) aborts.
+    rig.loop.handle(target(0, [0.3] * 6, session=3, stream_id="s3"))
+    await rig.run(20)
+    rig.loop.handle(Stop())
+    await rig.run(1)
+    assert rig.final("s3") == StatusUpdate("s3", GoalStatus.PREEMPTED, "stop requested")
+    rig.loop.handle(target(0, [0.5] * 6, session=4, stream_id="s4"))
+    await rig.run(20)
+    rig.loop.handle(Stop(None, "broker connection lost"))
+    await rig.run(1)
+    assert rig.final("s4") == StatusUpdate("s4", GoalStatus.ABORTED, "broker connection lost")
+    await rig.run_until(lambda: not rig.loop.busy)
+    assert_within_limits(rig)
+
 
 async def test_an_estop_aborts_a_stream_and_later_streams_wait_for_a_reset() -> None:
     rig = await streaming_rig()
