@@ -50,6 +50,7 @@ pytest: $(STAMP)
 
 test: kernels
 	@scripts/ensure-mosquitto.sh --installed
+	@scripts/ensure-node-red.sh
 	$(MAKE) --no-print-directory lint typecheck pytest
 
 bench: $(STAMP)
