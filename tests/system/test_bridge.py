@@ -1,0 +1,247 @@
+"""Many arms (docs/fleet.md): two daemons, each on the Mosquitto of its own robot computer
+(config/mosquitto/mosquitto.conf with config/mosquitto/bridge.conf appended, as its include_dir
+would), bridged over TLS to a central Mosquitto (mosquitto.conf and armd.acl), where a client
+sees and commands both arms. Every file is the shipped one: tests/system/production.py replaces
+the paths and ports, `bridge_config` the bridge's placeholders, so the files cannot rot.
+
+Each bridge logs in to the central broker with its arm's account; the ACL must keep it to its
+own arm. Passwords are random per fleet, and differ between the daemon's account on its robot
+computer and the bridge's on the central broker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import secrets
+import signal
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.broker import HOST, MosquittoBroker, TlsFiles, make_password_file, make_tls_files
+from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics, start_rig
+from tests.system.probe import MqttProbe, at_rest, joint_positions
+from tests.system.production import BRIDGE, ProductionBroker, password_file
+
+ARMS = ("arm-a", "arm-b")
+OPERATOR = "operator"  # armd.acl's account that commands arms
+RECONNECT = {"reconnect_min_s": 0.2, "reconnect_max_s": 1.0}  # s: quick retries for the test
+TOLERANCE = 1e-3  # rad
+STILL_TOLERANCE = 1e-4  # rad: an arm that was not commanded
+
+
+def bridge_config(arm: str, central: MosquittoBroker, password: str, ca_file: Path) -> str:
+    """config/mosquitto/bridge.conf for `arm`, bridged to `central`'s TLS listener."""
+    assert central.tls_port is not None
+    text = BRIDGE.read_text(encoding="utf-8")
+    replacements = {
+        "<central-broker>:8883": f"{HOST}:{central.tls_port}",
+        "/etc/mosquitto/certs/central-ca.crt": str(ca_file),
+        "<bridge-password>": password,
+        "<arm>": arm,
+    }
+    for placeholder, value in replacements.items():
+        assert placeholder in text, f"{BRIDGE.name} no longer has {placeholder}: adapt the test"
+        text = text.replace(placeholder, value)
+    options = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    left = [line for line in options if re.search(r"<[a-z-]+>", line)]
+    assert not left, f"placeholders the test does not replace: {left}"
+    return text
+
+
+@dataclass
+class Fleet:
+    """The central broker, and per arm: its robot computer's broker and daemon (a `Rig` whose
+    probe logs in there as the operator) and an operator's probe on the central broker."""
+
+    central: ProductionBroker
+    rigs: dict[str, Rig] = field(default_factory=dict)
+    central_probes: dict[str, MqttProbe] = field(default_factory=dict)
+    passwords: dict[str, str] = field(default_factory=dict)  # the central broker's accounts
+
+    def diagnostics(self) -> list[tuple[str, str]]:
+        sections = [("central mosquitto log", self.central.log()[-8000:])]
+        for arm, probe in self.central_probes.items():
+            sections.append((f"MQTT messages of {arm} on the central broker", probe.summary(40)))
+        return sections
+
+
+@contextlib.contextmanager
+def running_fleet(directory: Path) -> Iterator[Fleet]:
+    """Start the central broker, then per arm its broker (bridged) and its daemon."""
+    with contextlib.ExitStack() as stack:
+        tls = make_tls_files(directory / "tls")
+        passwords = {user: secrets.token_urlsafe(24) for user in (*ARMS, OPERATOR)}
+        accounts = make_password_file(directory / "central" / "passwd", passwords)
+        central = ProductionBroker(directory / "central", accounts, tls)
+        central.start()
+        stack.callback(central.stop)
+        fleet = Fleet(central, passwords=passwords)
+        for arm in ARMS:
+            fleet.rigs[arm] = stack.enter_context(robot_computer(directory / arm, arm, fleet, tls))
+        for arm in ARMS:
+            probe = MqttProbe(
+                central.host, central.port, arm, username=OPERATOR, password=passwords[OPERATOR]
+            )
+            stack.callback(probe.close)
+            fleet.central_probes[arm] = probe
+        yield fleet
+
+
+@contextlib.contextmanager
+def robot_computer(directory: Path, arm: str, fleet: Fleet, tls: TlsFiles) -> Iterator[Rig]:
+    """An arm's broker, bridged to the central one, and its daemon on the simulated arm."""
+    local = {user: secrets.token_urlsafe(24) for user in (arm, OPERATOR)}
+    accounts = make_password_file(directory / "mosquitto" / "passwd", local)
+    bridge = bridge_config(arm, fleet.central, fleet.passwords[arm], tls.ca_cert)
+    broker = ProductionBroker(directory / "mosquitto", accounts, tls, appended=bridge)
+    broker.start()
+    try:
+        secret = password_file(directory / "secrets", local[arm])
+        mqtt = {"username": arm, "password_file": str(secret), **RECONNECT}
+        rig = start_rig(
+            directory,
+            broker,
+            overrides={"name": arm, "mqtt": mqtt},
+            probe_options={"arm": arm, "username": OPERATOR, "password": local[OPERATOR]},
+        )
+        try:
+            yield rig
+        finally:
+            rig.close()
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    with running_fleet(tmp_path_factory.mktemp("fleet")) as fleet:
+        yield fleet
+
+
+@pytest.fixture
+def fleet(shared_fleet: Fleet, request: pytest.FixtureRequest) -> Fleet:
+    """The module's fleet, both arms online on the central broker and at rest."""
+    attach(request, shared_fleet)
+    for arm, probe in shared_fleet.central_probes.items():
+        assert shared_fleet.rigs[arm].daemon.running, shared_fleet.rigs[arm].daemon.output()
+        probe.wait_availability("online")
+        probe.wait_for(lambda p=probe: p.on("bridge") and p.on("bridge")[-1].text == "1")
+        probe.wait_state(at_rest, what=f"{arm} at rest, seen on the central broker")
+    return shared_fleet
+
+
+def attach(request: pytest.FixtureRequest, fleet: Fleet) -> None:
+    for rig in fleet.rigs.values():
+        attach_diagnostics(request, rig)
+    request.node.stash.setdefault(DIAGNOSTICS, []).append(fleet.diagnostics)
+
+
+def test_a_client_of_the_central_broker_sees_and_commands_both_arms(fleet: Fleet) -> None:
+    targets = {"arm-a": 0.4, "arm-b": -0.3}  # shoulder_pan_joint, rad
+    marks = {}
+    for arm, probe in fleet.central_probes.items():
+        state = probe.latest_state()
+        assert set(state["joints"]) >= {"shoulder_pan_joint", "elbow_joint"}, state
+        goal = {
+            "id": f"fleet-{arm}-{uuid.uuid4().hex[:6]}",
+            "type": "joints",
+            "positions": {"shoulder_pan_joint": targets[arm]},
+            "speed": 0.5,
+        }
+        local_since = fleet.rigs[arm].probe.mark()
+        marks[arm] = (goal["id"], probe.publish_goal(goal), local_since)
+    for arm, probe in fleet.central_probes.items():
+        goal_id, since, local_since = marks[arm]
+        probe.wait_status(goal_id, since=since)
+        assert [s["status"] for s in probe.statuses(goal_id, since)] == ["accepted", "succeeded"]
+        # The goal crossed the bridge to its arm only, and the arm moved there.
+        rig = fleet.rigs[arm]
+        assert [m.json()["id"] for m in rig.probe.on("goal", local_since)] == [goal_id]
+        reached = joint_positions(probe.wait_state(at_rest, what=f"{arm} at rest"))
+        assert reached["shoulder_pan_joint"] == pytest.approx(targets[arm], abs=TOLERANCE)
+
+
+def test_a_bridge_account_can_neither_command_nor_impersonate_the_other_arm(
+    fleet: Fleet,
+) -> None:
+    """The account of arm-a's bridge on the central broker (named arm-a) tries everything on
+    arm-b's topics: nothing reaches arm-b or the central broker's clients."""
+    victim = fleet.rigs["arm-b"]
+    before = joint_positions(victim.probe.latest_state())
+    watched = fleet.central_probes["arm-b"].mark()
+    local_since = victim.probe.mark()
+    intruder = MqttProbe(HOST, fleet.central.port, "arm-b", username="arm-a",
+                         password=fleet.passwords["arm-a"])  # fmt: skip
+    try:
+        fake = {"id": "intruder", "type": "joints", "positions": {"shoulder_pan_joint": 1.0}}
+        intruder.publish_goal(fake)
+        intruder.publish("estop", json.dumps({"engage": True}))
+        for topic, payload in (("availability", "offline"), ("fault", '{"code": "intruder"}')):
+            intruder.client.publish(f"armd/arm-b/{topic}", payload, qos=1, retain=True)
+        intruder.publish("state", json.dumps({"intruder": True}))
+        intruder.publish("bridge", "0")
+
+        # An operator's goal sent afterwards crosses the central broker and the bridge, after
+        # anything the broker would have let through.
+        sentinel = {"id": f"sentinel-{uuid.uuid4().hex[:6]}", "type": "stop"}
+        assert fleet.central_probes["arm-b"].run_goal(sentinel)["status"] == "succeeded"
+        assert intruder.messages == [], "arm-a's account read arm-b's topics"
+    finally:
+        intruder.close()
+
+    assert [m.json()["id"] for m in victim.probe.on("goal", local_since)] == [sentinel["id"]]
+    assert victim.probe.on("estop", local_since) == []
+    for state in victim.probe.states(local_since):
+        assert state["mode"] == "holding", state
+        moved = max(abs(p - before[joint]) for joint, p in joint_positions(state).items())
+        assert moved < STILL_TOLERANCE, f"arm-b moved by {moved:.6f} rad"
+    seen = fleet.central_probes["arm-b"]
+    assert [m.text for m in seen.on("availability", watched)] == []
+    assert [m.text for m in seen.on("fault", watched)] == []
+    assert [m.text for m in seen.on("bridge", watched)] == []
+    assert all("intruder" not in state for state in seen.states(watched))
+
+
+def test_the_central_broker_tells_a_dead_daemon_from_a_dead_link(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """docs/fleet.md's failure table: the daemon's Last Will crosses the bridge; the bridge's own
+    Last Will (`bridge` = `0`) is all the central broker can say when the link dies."""
+    with running_fleet(tmp_path) as fleet:
+        attach(request, fleet)
+        a, b = (fleet.central_probes[arm] for arm in ARMS)
+        for probe in (a, b):
+            probe.wait_availability("online")
+            probe.wait_for(lambda p=probe: p.on("bridge") and p.on("bridge")[-1].text == "1")
+
+        # arm-a's daemon dies: its Last Will on its broker reaches the central broker.
+        since = a.mark()
+        fleet.rigs["arm-a"].daemon.signal(signal.SIGKILL)
+        a.wait_availability("offline", since=since)
+        assert latest(a, "bridge") == "1", "the link of arm-a is fine"
+
+        # arm-b's robot computer loses its broker (and with it the link): the central broker
+        # publishes the bridge's Last Will; the arm's availability keeps its last value.
+        since = b.mark()
+        fleet.rigs["arm-b"].broker.kill()
+        b.wait_for(lambda: latest(b, "bridge", since) == "0", what="arm-b's bridge 0")
+        assert b.on("availability", since) == []
+        assert latest(b, "availability") == "online", "stale, as documented"
+
+        # Its broker back: the bridge reconnects, the daemon too.
+        since = b.mark()
+        fleet.rigs["arm-b"].broker.start()
+        b.wait_for(lambda: latest(b, "bridge", since) == "1", what="arm-b's bridge 1 again")
+        b.wait_state(lambda state: True, what="arm-b's state after the link came back")
+        assert latest(b, "availability") == "online"
+
+
+def latest(probe: MqttProbe, topic: str, since: int = 0) -> str | None:
+    found = probe.on(topic, since)
+    return found[-1].text if found else None
