@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.broker import HOST, MosquittoBroker, TlsFiles, make_password_file, make_tls_files
+from armd.contract import TOPICS
+from tests.broker import HOST, TlsFiles, make_password_file, make_tls_files
 from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics, start_rig
 from tests.system.probe import MqttProbe, at_rest, joint_positions
 from tests.system.production import BRIDGE, ProductionBroker, password_file
+from tests.system.relay import Relay
 
 ARMS = ("arm-a", "arm-b")
 OPERATOR = "operator"  # armd.acl's account that commands arms
@@ -35,12 +37,12 @@ TOLERANCE = 1e-3  # rad
 STILL_TOLERANCE = 1e-4  # rad: an arm that was not commanded
 
 
-def bridge_config(arm: str, central: MosquittoBroker, password: str, ca_file: Path) -> str:
-    """config/mosquitto/bridge.conf for `arm`, bridged to `central`'s TLS listener."""
-    assert central.tls_port is not None
+def bridge_config(arm: str, port: int, password: str, ca_file: Path) -> str:
+    """config/mosquitto/bridge.conf for `arm`, bridged to the central broker's TLS listener at
+    `port` (through the arm's `Relay`)."""
     text = BRIDGE.read_text(encoding="utf-8")
     replacements = {
-        "<central-broker>:8883": f"{HOST}:{central.tls_port}",
+        "<central-broker>:8883": f"{HOST}:{port}",
         "/etc/mosquitto/certs/central-ca.crt": str(ca_file),
         "<bridge-password>": password,
         "<arm>": arm,
@@ -54,6 +56,18 @@ def bridge_config(arm: str, central: MosquittoBroker, password: str, ca_file: Pa
     return text
 
 
+def test_the_bridge_carries_every_topic_of_the_contract_its_way() -> None:
+    """bridge.conf lists the arm's topics one by one: a topic added to armd/contract.py must be
+    added there, outputs ``out`` and inputs ``in``, at the topic's QoS."""
+    bridged = {}
+    for line in BRIDGE.read_text(encoding="utf-8").splitlines():
+        match = re.fullmatch(r"topic (\S+) (in|out|both) ([012]) armd/<arm>/ armd/<arm>/", line)
+        if match:
+            bridged[match[1]] = (match[2], int(match[3]))
+    expected = {t.suffix: ("in" if t.inbound else "out", t.qos) for t in TOPICS}
+    assert {suffix: bridged.get(suffix) for suffix in expected} == expected
+
+
 @dataclass
 class Fleet:
     """The central broker, and per arm: its robot computer's broker and daemon (a `Rig` whose
@@ -62,6 +76,7 @@ class Fleet:
     central: ProductionBroker
     rigs: dict[str, Rig] = field(default_factory=dict)
     central_probes: dict[str, MqttProbe] = field(default_factory=dict)
+    links: dict[str, Relay] = field(default_factory=dict)  # each arm's network to the central
     passwords: dict[str, str] = field(default_factory=dict)  # the central broker's accounts
 
     def diagnostics(self) -> list[tuple[str, str]]:
@@ -83,6 +98,9 @@ def running_fleet(directory: Path) -> Iterator[Fleet]:
         stack.callback(central.stop)
         fleet = Fleet(central, passwords=passwords)
         for arm in ARMS:
+            assert central.tls_port is not None
+            fleet.links[arm] = Relay(central.tls_port)
+            stack.callback(fleet.links[arm].close)
             fleet.rigs[arm] = stack.enter_context(robot_computer(directory / arm, arm, fleet, tls))
         for arm in ARMS:
             probe = MqttProbe(
@@ -98,7 +116,7 @@ def robot_computer(directory: Path, arm: str, fleet: Fleet, tls: TlsFiles) -> It
     """An arm's broker, bridged to the central one, and its daemon on the simulated arm."""
     local = {user: secrets.token_urlsafe(24) for user in (arm, OPERATOR)}
     accounts = make_password_file(directory / "mosquitto" / "passwd", local)
-    bridge = bridge_config(arm, fleet.central, fleet.passwords[arm], tls.ca_cert)
+    bridge = bridge_config(arm, fleet.links[arm].port, fleet.passwords[arm], tls.ca_cert)
     broker = ProductionBroker(directory / "mosquitto", accounts, tls, appended=bridge)
     broker.start()
     try:
@@ -208,38 +226,82 @@ def test_a_bridge_account_can_neither_command_nor_impersonate_the_other_arm(
     assert all("intruder" not in state for state in seen.states(watched))
 
 
-def test_the_central_broker_tells_a_dead_daemon_from_a_dead_link(
-    tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    """docs/fleet.md's failure table: the daemon's Last Will crosses the bridge; the bridge's own
-    Last Will (`bridge` = `0`) is all the central broker can say when the link dies."""
+@pytest.fixture
+def fresh_fleet(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    """A fleet of its own, for a test that kills or restarts parts of it; both arms online on
+    the central broker through live bridges."""
     with running_fleet(tmp_path) as fleet:
         attach(request, fleet)
-        a, b = (fleet.central_probes[arm] for arm in ARMS)
-        for probe in (a, b):
+        for probe in fleet.central_probes.values():
             probe.wait_availability("online")
-            probe.wait_for(lambda p=probe: p.on("bridge") and p.on("bridge")[-1].text == "1")
+            probe.wait_for(lambda p=probe: latest(p, "bridge") == "1", what="the bridge up")
+        yield fleet
 
-        # arm-a's daemon dies: its Last Will on its broker reaches the central broker.
-        since = a.mark()
-        fleet.rigs["arm-a"].daemon.signal(signal.SIGKILL)
-        a.wait_availability("offline", since=since)
-        assert latest(a, "bridge") == "1", "the link of arm-a is fine"
 
-        # arm-b's robot computer loses its broker (and with it the link): the central broker
-        # publishes the bridge's Last Will; the arm's availability keeps its last value.
-        since = b.mark()
-        fleet.rigs["arm-b"].broker.kill()
-        b.wait_for(lambda: latest(b, "bridge", since) == "0", what="arm-b's bridge 0")
-        assert b.on("availability", since) == []
-        assert latest(b, "availability") == "online", "stale, as documented"
+def test_the_central_broker_tells_a_dead_daemon_from_a_dead_link(fresh_fleet: Fleet) -> None:
+    """docs/fleet.md's failure table: the daemon's Last Will crosses the bridge; the bridge's own
+    Last Will (`bridge` = `0`) is all the central broker can say when the link dies. While it is
+    down, a goal sent on the central broker is dropped (not served once the link is back), and
+    the statuses of a goal served on the robot computer are kept there and delivered later."""
+    a, b = (fresh_fleet.central_probes[arm] for arm in ARMS)
 
-        # Its broker back: the bridge reconnects, the daemon too.
-        since = b.mark()
-        fleet.rigs["arm-b"].broker.start()
-        b.wait_for(lambda: latest(b, "bridge", since) == "1", what="arm-b's bridge 1 again")
-        b.wait_state(lambda state: True, what="arm-b's state after the link came back")
-        assert latest(b, "availability") == "online"
+    # arm-a's daemon dies: its Last Will on its broker reaches the central broker.
+    since = a.mark()
+    fresh_fleet.rigs["arm-a"].daemon.signal(signal.SIGKILL)
+    a.wait_availability("offline", since=since)
+    assert latest(a, "bridge") == "1", "the link of arm-a is fine"
+
+    # arm-b's network goes down: the central broker publishes the bridge's Last Will; the arm's
+    # availability keeps its last value.
+    since = b.mark()
+    fresh_fleet.links["arm-b"].cut()
+    b.wait_for(lambda: latest(b, "bridge", since) == "0", what="arm-b's bridge 0")
+    lost = {"id": "sent-while-the-link-was-down", "type": "joints",
+            "positions": {"shoulder_pan_joint": 0.6}}  # fmt: skip
+    b.publish_goal(lost)
+    local = fresh_fleet.rigs["arm-b"].probe  # an operator on arm-b's robot computer
+    local.wait_for(lambda: latest(local, "bridge") == "0", what="the bridge down, seen locally")
+    served = {"id": "served-locally", "type": "joints", "positions": {"shoulder_pan_joint": -0.2}}
+    assert local.run_goal(served)["status"] == "succeeded"
+    assert b.on("availability", since) == []
+    assert latest(b, "availability") == "online", "stale, as documented"
+    assert b.statuses(served["id"]) == []
+
+    # The network back: the bridge reconnects and delivers what it kept; the dropped goal is gone.
+    since = b.mark()
+    fresh_fleet.links["arm-b"].restore()
+    b.wait_for(lambda: latest(b, "bridge", since) == "1", what="arm-b's bridge 1 again")
+    b.wait_status(served["id"])
+    assert [s["status"] for s in b.statuses(served["id"])] == ["accepted", "succeeded"]
+    sentinel = {"id": f"sentinel-{uuid.uuid4().hex[:6]}", "type": "stop"}
+    assert b.run_goal(sentinel)["status"] == "succeeded"
+    assert b.statuses(lost["id"]) == [], "a goal sent while the link was down was served"
+    assert lost["id"] not in [m.json()["id"] for m in local.on("goal")]
+
+
+def test_statuses_published_while_the_central_broker_is_away_reach_it_later(
+    fresh_fleet: Fleet,
+) -> None:
+    """The bridge keeps its session on the robot computer's broker: a goal served there while
+    the central broker restarts has its statuses delivered to the central broker afterwards
+    (here to a client whose session the central broker keeps, as a dashboard's would be)."""
+    central = fresh_fleet.central
+    rig = fresh_fleet.rigs["arm-b"]
+    login = {"username": OPERATOR, "password": fresh_fleet.passwords[OPERATOR]}
+    kept = MqttProbe(central.host, central.port, "arm-b", **login, session="fleet-dashboard")
+    try:
+        central.stop()
+        rig.probe.wait_for(lambda: latest(rig.probe, "bridge") == "0", what="the link down")
+        goal = {"id": "served-locally", "type": "joints", "positions": {"shoulder_pan_joint": -0.2}}
+        assert rig.probe.run_goal(goal)["status"] == "succeeded"
+
+        central.start()  # its persistence keeps the session and the retained messages
+        kept.wait_status(goal["id"])
+        assert [s["status"] for s in kept.statuses(goal["id"])] == ["accepted", "succeeded"]
+        assert latest(kept, "availability") == "online"
+        assert latest(kept, "bridge") == "1"
+    finally:
+        kept.close()
 
 
 def latest(probe: MqttProbe, topic: str, since: int = 0) -> str | None:
