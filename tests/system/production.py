@@ -5,18 +5,33 @@ user who cannot read the test's files). Used by test_security.py and test_bridge
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.broker import MosquittoBroker, TlsFiles
-from tests.system.helpers import ROOT
+from tests.broker import MosquittoBroker, TlsFiles, make_password_file
+from tests.system.helpers import ROOT, Rig, start_rig
 
-__all__ = ["ACL", "BRIDGE", "MOSQUITTO_CONFIG", "ProductionBroker", "password_file"]
+__all__ = [
+    "ACL",
+    "BRIDGE",
+    "MOSQUITTO_CONFIG",
+    "OPERATOR",
+    "ProductionBroker",
+    "SecuredArm",
+    "password_file",
+    "secured_arm",
+]
 
 MOSQUITTO_CONFIG = ROOT / "config" / "mosquitto" / "mosquitto.conf"
 ACL = ROOT / "config" / "mosquitto" / "armd.acl"
 BRIDGE = ROOT / "config" / "mosquitto" / "bridge.conf"
+OPERATOR = "operator"  # armd.acl's account that reads every arm and commands them
+RECONNECT = {"reconnect_min_s": 0.2, "reconnect_max_s": 1.0}  # s: quick retries for the tests
 
 
 class ProductionBroker(MosquittoBroker):
@@ -73,3 +88,40 @@ def password_file(directory: Path, password: str) -> Path:
     path.touch(mode=0o600)
     path.write_text(password + "\n", encoding="utf-8")
     return path
+
+
+@dataclass(frozen=True)
+class SecuredArm:
+    """The daemon on a production broker; `passwords` of that broker's accounts (the arm's,
+    the operator's)."""
+
+    rig: Rig
+    passwords: dict[str, str]
+
+
+@contextlib.contextmanager
+def secured_arm(
+    directory: Path, arm: str, tls: TlsFiles, appended: str = ""
+) -> Iterator[SecuredArm]:
+    """A `ProductionBroker` (`appended` to its config) whose accounts are the arm's and the
+    operator's, with random passwords, and the daemon on the simulated arm named `arm`, logged in
+    with its account; the rig's probe logs in as the operator."""
+    passwords = {user: secrets.token_urlsafe(24) for user in (arm, OPERATOR)}
+    accounts = make_password_file(directory / "mosquitto" / "passwd", passwords)
+    broker = ProductionBroker(directory / "mosquitto", accounts, tls, appended=appended)
+    broker.start()
+    try:
+        secret = password_file(directory / "secrets", passwords[arm])
+        mqtt = {"username": arm, "password_file": str(secret), **RECONNECT}
+        rig = start_rig(
+            directory,
+            broker,
+            overrides={"name": arm, "mqtt": mqtt},
+            probe_options={"arm": arm, "username": OPERATOR, "password": passwords[OPERATOR]},
+        )
+        try:
+            yield SecuredArm(rig, passwords)
+        finally:
+            rig.close()
+    finally:
+        broker.stop()

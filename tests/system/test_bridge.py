@@ -24,15 +24,13 @@ from pathlib import Path
 import pytest
 
 from armd.contract import TOPICS
-from tests.broker import HOST, TlsFiles, make_password_file, make_tls_files
-from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics, start_rig
+from tests.broker import HOST, make_password_file, make_tls_files
+from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics
 from tests.system.probe import MqttProbe, at_rest, joint_positions
-from tests.system.production import BRIDGE, ProductionBroker, password_file
+from tests.system.production import BRIDGE, OPERATOR, ProductionBroker, secured_arm
 from tests.system.relay import Relay
 
 ARMS = ("arm-a", "arm-b")
-OPERATOR = "operator"  # armd.acl's account that commands arms
-RECONNECT = {"reconnect_min_s": 0.2, "reconnect_max_s": 1.0}  # s: quick retries for the test
 TOLERANCE = 1e-3  # rad
 STILL_TOLERANCE = 1e-4  # rad: an arm that was not commanded
 
@@ -101,7 +99,9 @@ def running_fleet(directory: Path) -> Iterator[Fleet]:
             assert central.tls_port is not None
             fleet.links[arm] = Relay(central.tls_port)
             stack.callback(fleet.links[arm].close)
-            fleet.rigs[arm] = stack.enter_context(robot_computer(directory / arm, arm, fleet, tls))
+            bridge = bridge_config(arm, fleet.links[arm].port, passwords[arm], tls.ca_cert)
+            robot = secured_arm(directory / arm, arm, tls, appended=bridge)
+            fleet.rigs[arm] = stack.enter_context(robot).rig
         for arm in ARMS:
             probe = MqttProbe(
                 central.host, central.port, arm, username=OPERATOR, password=passwords[OPERATOR]
@@ -109,31 +109,6 @@ def running_fleet(directory: Path) -> Iterator[Fleet]:
             stack.callback(probe.close)
             fleet.central_probes[arm] = probe
         yield fleet
-
-
-@contextlib.contextmanager
-def robot_computer(directory: Path, arm: str, fleet: Fleet, tls: TlsFiles) -> Iterator[Rig]:
-    """An arm's broker, bridged to the central one, and its daemon on the simulated arm."""
-    local = {user: secrets.token_urlsafe(24) for user in (arm, OPERATOR)}
-    accounts = make_password_file(directory / "mosquitto" / "passwd", local)
-    bridge = bridge_config(arm, fleet.links[arm].port, fleet.passwords[arm], tls.ca_cert)
-    broker = ProductionBroker(directory / "mosquitto", accounts, tls, appended=bridge)
-    broker.start()
-    try:
-        secret = password_file(directory / "secrets", local[arm])
-        mqtt = {"username": arm, "password_file": str(secret), **RECONNECT}
-        rig = start_rig(
-            directory,
-            broker,
-            overrides={"name": arm, "mqtt": mqtt},
-            probe_options={"arm": arm, "username": OPERATOR, "password": local[OPERATOR]},
-        )
-        try:
-            yield rig
-        finally:
-            rig.close()
-    finally:
-        broker.stop()
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,12 @@
 Node-RED is the version pinned by examples/node-red/package-lock.json, installed by
 scripts/ensure-node-red.sh (`make test` runs it; this module runs it once per session when the
 install is missing or stale). It runs headless with the shipped settings.js (127.0.0.1 only) and
-the shipped flow, whose broker node alone is pointed at the test's Mosquitto. The test presses
-the flow's buttons through Node-RED's admin API (``POST /inject/<node id>``, what a click in the
-editor does) and reads what the editor would show (node statuses, debug messages) from its comms
-WebSocket (tests/system/node_red_comms.js); the arm's side is read on MQTT by the probe.
+the shipped flow, whose broker node alone is pointed at the test's Mosquitto, configured as in
+production (config/mosquitto/, tests/system/production.py): the flow logs in as the ACL's
+operator, its password given as the README says. The test presses the flow's buttons through
+Node-RED's admin API (``POST /inject/<node id>``, what a click in the editor does) and reads what
+the editor would show (node statuses, debug messages) from its comms WebSocket
+(tests/system/node_red_comms.js); the arm's side is read on MQTT by the probe.
 
 Skipped, saying so, only where Node.js or npm are not installed.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -26,9 +29,10 @@ from typing import Any
 
 import pytest
 
-from tests.broker import HOST, MosquittoBroker, free_port
-from tests.system.helpers import ROOT, Rig
-from tests.system.probe import WAIT_S, at_rest, joint_positions
+from tests.broker import HOST, MosquittoBroker, free_port, make_tls_files
+from tests.system.helpers import ROOT, Rig, attach_diagnostics
+from tests.system.probe import ARM, WAIT_S, at_rest, joint_positions
+from tests.system.production import OPERATOR, secured_arm
 
 EXAMPLE = ROOT / "examples" / "node-red"
 FLOW = EXAMPLE / "flow.json"
@@ -71,15 +75,21 @@ def node_red() -> Path:
     return script
 
 
-def flow_for(broker: MosquittoBroker, path: Path) -> Path:
-    """The shipped flow with its broker node pointed at `broker`; nothing else changes."""
+def flow_for(broker: MosquittoBroker, user_dir: Path) -> Path:
+    """The shipped flow with its broker node pointed at `broker` and logged in as the operator
+    the way the README says (the password from ``${ARMD_MQTT_PASSWORD}``, in the userDir's
+    credentials file); nothing else changes. Returns the flow's path."""
     nodes: list[dict[str, Any]] = json.loads(FLOW.read_text(encoding="utf-8"))
     (config,) = [node for node in nodes if node["type"] == "mqtt-broker"]
     assert (config["broker"], config["port"]) == ("127.0.0.1", "1883"), (
         "the example's broker is documented as 127.0.0.1:1883"
     )
     config["broker"], config["port"] = broker.host, str(broker.port)
+    user_dir.mkdir(parents=True, exist_ok=True)
+    path = user_dir / "flow.json"
     path.write_text(json.dumps(nodes, indent=4), encoding="utf-8")
+    login = {config["id"]: {"user": OPERATOR, "password": "${ARMD_MQTT_PASSWORD}"}}
+    (user_dir / "flow_cred.json").write_text(json.dumps(login), encoding="utf-8")
     return path
 
 
@@ -87,7 +97,9 @@ class NodeRed:
     """Node-RED running a flow headless, and the editor's view of it (statuses, debug messages)
     as the events of its comms WebSocket."""
 
-    def __init__(self, script: Path, flow: Path, directory: Path) -> None:
+    def __init__(
+        self, script: Path, flow: Path, directory: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.log_path = directory / "node-red.log"
         self.events: list[dict[str, Any]] = []
@@ -100,6 +112,7 @@ class NodeRed:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=directory,
+                env={**os.environ, **(env or {})},
             )
         self.comms: subprocess.Popen[str] | None = None
 
@@ -178,15 +191,23 @@ class NodeRed:
 
 
 @pytest.fixture
-def flow(node_red: Path, start_arm: Any, tmp_path: Path) -> Iterator[tuple[Rig, NodeRed]]:
-    """The daemon on the simulated arm, and Node-RED running the example flow on its broker."""
-    rig: Rig = start_arm()
-    red = NodeRed(node_red, flow_for(rig.broker, tmp_path / "flow.json"), tmp_path / "node-red")
-    try:
-        red.start()
-        yield rig, red
-    finally:
-        red.stop()
+def flow(
+    node_red: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[Rig, NodeRed]]:
+    """The daemon on the simulated arm behind a broker configured for production, and Node-RED
+    running the example flow on that broker as the operator."""
+    with secured_arm(tmp_path / "arm", ARM, make_tls_files(tmp_path / "tls")) as arm:
+        attach_diagnostics(request, arm.rig)
+        password = arm.passwords[OPERATOR]
+        user_dir = tmp_path / "node-red"
+        flow = flow_for(arm.rig.broker, user_dir)
+        red = NodeRed(node_red, flow, user_dir, {"ARMD_MQTT_PASSWORD": password})
+        try:
+            red.start()
+            yield arm.rig, red
+        finally:
+            red.stop()
+        assert password not in red.log(), "Node-RED logged the broker password"
 
 
 def test_the_flows_buttons_drive_the_arm_and_its_nodes_show_it(
