@@ -9,9 +9,10 @@ import contextlib
 import os
 import pwd
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.broker import MosquittoBroker, TlsFiles, make_password_file
 from tests.system.helpers import ROOT, Rig, start_rig
@@ -101,11 +102,16 @@ class SecuredArm:
 
 @contextlib.contextmanager
 def secured_arm(
-    directory: Path, arm: str, tls: TlsFiles, appended: str = ""
+    directory: Path,
+    arm: str,
+    tls: TlsFiles,
+    appended: str = "",
+    overrides: Mapping[str, Any] | None = None,
 ) -> Iterator[SecuredArm]:
     """A `ProductionBroker` (`appended` to its config) whose accounts are the arm's and the
-    operator's, with random passwords, and the daemon on the simulated arm named `arm`, logged in
-    with its account; the rig's probe logs in as the operator."""
+    operator's, with random passwords, and the daemon on the simulated arm named `arm` (its
+    config with `overrides`), logged in with its account; the rig's probe logs in as the
+    operator."""
     passwords = {user: secrets.token_urlsafe(24) for user in (arm, OPERATOR)}
     accounts = make_password_file(directory / "mosquitto" / "passwd", passwords)
     broker = ProductionBroker(directory / "mosquitto", accounts, tls, appended=appended)
@@ -116,7 +122,7 @@ def secured_arm(
         rig = start_rig(
             directory,
             broker,
-            overrides={"name": arm, "mqtt": mqtt},
+            overrides={"name": arm, "mqtt": mqtt, **(overrides or {})},
             probe_options={"arm": arm, "username": OPERATOR, "password": passwords[OPERATOR]},
         )
         try:

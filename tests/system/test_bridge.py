@@ -26,13 +26,24 @@ import pytest
 from armd.contract import TOPICS
 from tests.broker import HOST, make_password_file, make_tls_files
 from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics
-from tests.system.probe import MqttProbe, at_rest, joint_positions
+from tests.system.probe import WAIT_S, MqttProbe, at_rest, joint_positions
 from tests.system.production import BRIDGE, OPERATOR, ProductionBroker, secured_arm
 from tests.system.relay import Relay
 
 ARMS = ("arm-a", "arm-b")
+DISCOVERY = {"home_assistant": {"discovery": True}}  # the daemons announce their arms
 TOLERANCE = 1e-3  # rad
 STILL_TOLERANCE = 1e-4  # rad: an arm that was not commanded
+
+
+def discovery_topics(arm: str) -> str:
+    """Home Assistant's discovery topics of `arm` (docs/home-assistant.md, default prefix)."""
+    return f"homeassistant/+/armd_{arm}/#"
+
+
+def discovery(probe: MqttProbe) -> list[str]:
+    """The discovery topics `probe` received (their full names: outside the arm's prefix)."""
+    return [m.topic for m in probe.messages if m.topic.startswith("homeassistant/")]
 
 
 def bridge_config(arm: str, port: int, password: str, ca_file: Path) -> str:
@@ -100,13 +111,14 @@ def running_fleet(directory: Path) -> Iterator[Fleet]:
             fleet.links[arm] = Relay(central.tls_port)
             stack.callback(fleet.links[arm].close)
             bridge = bridge_config(arm, fleet.links[arm].port, passwords[arm], tls.ca_cert)
-            robot = secured_arm(directory / arm, arm, tls, appended=bridge)
+            robot = secured_arm(directory / arm, arm, tls, bridge, overrides=DISCOVERY)
             fleet.rigs[arm] = stack.enter_context(robot).rig
         for arm in ARMS:
             probe = MqttProbe(
                 central.host, central.port, arm, username=OPERATOR, password=passwords[OPERATOR]
             )
             stack.callback(probe.close)
+            probe.client.subscribe(discovery_topics(arm), qos=1)  # kept with the arm's messages
             fleet.central_probes[arm] = probe
         yield fleet
 
@@ -139,6 +151,9 @@ def test_a_client_of_the_central_broker_sees_and_commands_both_arms(fleet: Fleet
     targets = {"arm-a": 0.4, "arm-b": -0.3}  # shoulder_pan_joint, rad
     marks = {}
     for arm, probe in fleet.central_probes.items():
+        # The retained announcements crossed the bridge: the model and Home Assistant discovery.
+        assert probe.wait_for(lambda p=probe: p.on("model"), what="the model")[-1].retain
+        probe.wait_for(lambda p=probe: discovery(p), what=f"{arm}'s discovery configs")
         state = probe.latest_state()
         assert set(state["joints"]) >= {"shoulder_pan_joint", "elbow_joint"}, state
         goal = {
@@ -179,6 +194,10 @@ def test_a_bridge_account_can_neither_command_nor_impersonate_the_other_arm(
             intruder.client.publish(f"armd/arm-b/{topic}", payload, qos=1, retain=True)
         intruder.publish("state", json.dumps({"intruder": True}))
         intruder.publish("bridge", "0")
+        forged = intruder.client.publish(
+            "homeassistant/button/armd_arm-b/forged/config", "{}", qos=1, retain=True
+        )
+        forged.wait_for_publish(WAIT_S)
 
         # An operator's goal sent afterwards crosses the central broker and the bridge, after
         # anything the broker would have let through.
@@ -199,6 +218,7 @@ def test_a_bridge_account_can_neither_command_nor_impersonate_the_other_arm(
     assert [m.text for m in seen.on("fault", watched)] == []
     assert [m.text for m in seen.on("bridge", watched)] == []
     assert all("intruder" not in state for state in seen.states(watched))
+    assert not [topic for topic in discovery(seen) if "forged" in topic]
 
 
 @pytest.fixture
