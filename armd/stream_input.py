@@ -12,8 +12,9 @@ Here, per message: the sequence check (a ``seq`` not greater than the newest tak
 counted: the order of a QoS 0 stream across reconnections or publishers is not guaranteed), and
 the Cartesian targets turned into joint targets (`armd.stream_cartesian`), seeded from the
 session's previous target or, at its start, the loop's commanded state. Refusals (a malformed
-message, streaming not enabled, an id in use, an arm not ready) are answered ``rejected`` on
-``goal/status``, rate-limited: a 250 Hz stream of bad messages must not flood the topic.
+message, streaming not enabled, an id in use, an arm latched or not ready) are answered
+``rejected`` on ``goal/status``, rate-limited: a 250 Hz stream of bad messages, or of messages to
+an e-stopped arm, must not flood the topic.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from numpy.typing import NDArray
 
 from armd.messages import (
     GoalStatus,
+    Mode,
     Rejection,
     StatusUpdate,
     StreamEnd,
@@ -126,9 +128,8 @@ class StreamInput:
             if message.seq <= session.seq:
                 self.dropped += 1
                 return
-        elif self.statuses.holds(message.stream_id):
-            reason = f"id: {message.stream_id!r} is the id of a goal still in progress"
-            self._refuse(message.stream_id, f"{reason}; use a new id")
+        elif (refusal := self._cannot_start(message.stream_id)) is not None:
+            self._refuse(message.stream_id, refusal)
             return
         else:
             n = len(self.names)
@@ -147,6 +148,18 @@ class StreamInput:
             self._session = session
         session.seq = message.seq
         self.port.send(target)
+
+    def _cannot_start(self, stream_id: str) -> str | None:
+        """Why a new stream is refused here, rate-limited (None: it may start). A latched or
+        inactive arm would abort each new stream in the loop: at 250 Hz, a flood of statuses."""
+        if self.statuses.holds(stream_id):
+            return f"id: {stream_id!r} is the id of a goal still in progress; use a new id"
+        latest = self.port.latest
+        if latest.mode in (Mode.FAULT, Mode.ESTOP):
+            return f"arm is {latest.mode.value}: reset first"
+        if latest.commanded_position is None:
+            return f"arm is {latest.mode.value}: not ready for streams"
+        return None
 
     def _target(self, message: StreamMessage, session: _Session) -> StreamTarget:
         """The loop's target for `message`; `session` keeps it as the next seed."""
@@ -182,9 +195,7 @@ class StreamInput:
         """Where the stream's target is now: the last one moved on at its velocity (at most for
         the timeout, as the loop does), the commanded position for the joints never named."""
         commanded = self.port.latest.commanded_position
-        if commanded is None:
-            commanded = self.port.latest.measured_position
-        if commanded is None:
+        if commanded is None:  # the drives were disabled since the stream started
             raise _NotReadyError(f"arm is {self.port.latest.mode.value}: not ready for streams")
         moved = session.target
         if session.velocity is not None:

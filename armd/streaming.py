@@ -95,8 +95,10 @@ class StreamFollower:
         self.take(first, tick)
 
     def take(self, target: StreamTarget, tick: int) -> bool:
-        """Make `target` the newest (taken at `tick`); False when it is dropped as out of order."""
-        if target.seq <= self.seq:
+        """Make `target` the newest (taken at `tick`); False when it is dropped: out of order, or
+        after the stream's end (which fixed its last target: a later target of the same stream
+        must not set it moving again without a timeout)."""
+        if target.seq <= self.seq or self.end:
             self.dropped += 1
             return False
         self.seq = target.seq
@@ -114,7 +116,7 @@ class StreamFollower:
         if target.end:
             velocity = np.zeros_like(velocity)  # the stream ends: arrive at rest
         self.position, self.velocity, self.target_tick = clamped, velocity, tick
-        self.end = self.end or target.end
+        self.end = target.end
         return True
 
     def _say_clamped(self, position: Array, outside: Array) -> None:

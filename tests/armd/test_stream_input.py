@@ -25,7 +25,7 @@ from armd.messages import (
 )
 from armd.motions import STREAM_DISABLED
 from armd.mqtt import MqttBridge
-from armd.protocol import LoopPort
+from armd.protocol import EngageEstop, LoopPort
 from armd.statuses import StatusLedger
 from armd.stream_cartesian import CartesianStream
 from armd.stream_input import REJECTIONS_BURST, StreamInput, StreamSettings
@@ -284,3 +284,15 @@ async def test_twists_move_the_tool_and_slow_down_near_a_singularity() -> None:
     assert 0.0 < s.cartesian.last_scale <= 0.5 + 1e-9
     s.cartesian.upper = upper
     assert math.isfinite(float(np.sum(q)))
+
+
+async def test_an_estopped_arm_refuses_new_streams_rate_limited() -> None:
+    s = await streaming()
+    await s.send(StreamJoints("a", 0, {"elbow_joint": 1.5}), 5)
+    s.rig.port.send(EngageEstop())  # type: ignore[union-attr]
+    for seq in range(1, 250):  # the client keeps streaming at 250 Hz
+        await s.send(StreamJoints("a", seq, {"elbow_joint": 1.5}))
+    statuses = s.of("a")
+    assert statuses[:2] == [(GoalStatus.ACCEPTED, None), (GoalStatus.ABORTED, "e-stop engaged")]
+    assert statuses[2] == (GoalStatus.REJECTED, "arm is estop: reset first")
+    assert len(statuses) <= 2 + REJECTIONS_BURST + 2  # not one pair of statuses per message

@@ -205,3 +205,17 @@ async def test_streams_are_refused_unless_enabled() -> None:
     assert statuses_of(rig, "s") == [(GoalStatus.REJECTED, STREAM_DISABLED)]
     assert rig.loop.mode == Mode.HOLDING
     assert STREAM_DISABLED == "stream: streaming is not enabled in the config (stream.enabled)"
+
+
+async def test_targets_after_the_end_are_dropped_and_the_stream_settles() -> None:
+    # Found by the property test: a moving target after `end` kept the stream going for ever
+    # (an ended stream has no timeout).
+    rig = await streaming_rig()
+    rig.loop.handle(target(0, [0.2] * 6))
+    await rig.run(5)
+    rig.loop.handle(target(1, NAN6, end=True))
+    rig.loop.handle(target(2, [0.0] * 6, velocity=[1.3] * 6))
+    await rig.run_until(lambda: rig.final("s") is not None)
+    assert rig.final("s") == StatusUpdate("s", GoalStatus.SUCCEEDED)
+    np.testing.assert_allclose(rig.loop.measured.position, 0.2, atol=0.005)
+    assert_at_rest(rig)
