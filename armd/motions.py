@@ -100,7 +100,7 @@ class Motions:
         by: str | None
         if isinstance(command, StreamTarget):
             if isinstance(replaced, StreamTarget) and replaced.session == command.session:
-                if command.seq > replaced.seq:
+                if command.seq > replaced.seq and not replaced.end:  # nothing follows an end
                     self.pending = command
                 return
             by = command.stream_id

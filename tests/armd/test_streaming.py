@@ -219,3 +219,12 @@ async def test_targets_after_the_end_are_dropped_and_the_stream_settles() -> Non
     assert rig.final("s") == StatusUpdate("s", GoalStatus.SUCCEEDED)
     np.testing.assert_allclose(rig.loop.measured.position, 0.2, atol=0.005)
     assert_at_rest(rig)
+    # The same, a tick apart.
+    rig.loop.handle(target(0, [0.4] * 6, session=2))
+    await rig.run(5)
+    rig.loop.handle(target(1, NAN6, session=2, end=True))
+    await rig.run(1)
+    rig.loop.handle(target(2, [0.0] * 6, velocity=[1.3] * 6, session=2))
+    await rig.run_until(lambda: len([u for u in rig.statuses if u.status.is_final]) == 2)
+    assert rig.statuses[-1] == StatusUpdate("s", GoalStatus.SUCCEEDED)
+    np.testing.assert_allclose(rig.loop.measured.position, 0.4, atol=0.005)
