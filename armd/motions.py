@@ -279,7 +279,10 @@ class Motions:
     def setpoint(self, commanded: Setpoint, tick: int) -> Setpoint:
         """The state wanted at this tick (before the limiter)."""
         active = self.active
-        if active is None:
+        if active is None:  # holding: at rest where the command is
+            if commanded.velocity.any():  # a motion just ended with the limiter still braking
+                zeros = np.zeros_like(commanded.velocity)
+                return Setpoint(commanded.position, zeros, zeros)
             return commanded
         if active.stream is not None:
             return active.stream.step(commanded, tick)
