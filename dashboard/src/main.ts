@@ -1,0 +1,205 @@
+// The dashboard: connects the MQTT connection, the arm's model and state, the 3D view and the
+// panels. Everything the page shows comes from the broker (docs/dashboard.md); every command
+// goes out through `send`, which shows any refusal with its reason.
+import "./style.css";
+import { Connection } from "./connection";
+import {
+  type ArmModel,
+  type ArmTopic,
+  type State,
+  parseFault,
+  parseModel,
+  parseState,
+  parseStatus,
+} from "./contract";
+import { byId } from "./dom";
+import {
+  ESTOP_ENGAGE,
+  ESTOP_RESET,
+  type Goal,
+  LocalRejection,
+  describe,
+  gripperGoal,
+  jointsGoal,
+  namedGoal,
+  poseGoal,
+  stopGoal,
+} from "./goals";
+import { ArmList } from "./panels/arms";
+import { Controls } from "./panels/controls";
+import { JointsPanel } from "./panels/joints";
+import { StatusPanel } from "./panels/status";
+import { ArmView } from "./scene";
+import { loadSettings } from "./settings";
+
+/** Timings for the curious and the browser test: ms since navigation start. */
+interface Metrics {
+  connectedAt: number | null;
+  modelAt: number | null;
+  firstArmFrameAt: number | null;
+  states: number;
+}
+
+declare global {
+  interface Window {
+    armdDashboard: Metrics;
+  }
+}
+
+class Dashboard {
+  readonly metrics: Metrics = { connectedAt: null, modelAt: null, firstArmFrameAt: null, states: 0 };
+  private readonly view = new ArmView(byId("view"));
+  private readonly arms = new ArmList();
+  private readonly status = new StatusPanel();
+  private readonly joints = new JointsPanel();
+  private readonly controls = new Controls();
+  private readonly connection = new Connection({
+    status: (text, connected) => this.connectionChanged(text, connected),
+    availability: (arm, online) => this.availability(arm, online),
+    message: (arm, topic, payload) => this.message(arm, topic, payload),
+  });
+  private arm: string | null = null;
+  private wanted: string | null = null;
+  private model: ArmModel | null = null;
+  private state: State | null = null;
+
+  constructor() {
+    this.arms.onSelect = (arm) => this.choose(arm);
+    this.joints.onJog = (joint, value) =>
+      this.send(() => jointsGoal(this.needModel(), { [joint]: value }, this.controls.speed));
+    this.controls.onNamed = (name) => this.send(() => namedGoal(this.needModel(), name, this.controls.speed));
+    this.controls.onGripper = (position) => this.send(() => gripperGoal(position, this.controls.speed));
+    this.controls.onTargetShown = (visible, mode) => this.view.showTarget(visible, mode);
+    this.controls.onTargetFromTcp = () => this.targetAtTcp();
+    this.controls.onTargetSend = () => {
+      const request = this.controls.request(this.view.targetPose());
+      const orientation = request.withOrientation ? request.pose.orientation : null;
+      this.send(() => poseGoal(request.pose.position, orientation, request.motion, this.controls.speed));
+    };
+    this.view.onTargetMoved = (pose) => this.controls.showTarget(pose);
+    this.view.onArmDrawn = () => {
+      this.metrics.firstArmFrameAt ??= performance.now();
+    };
+    byId("stop").addEventListener("click", () => this.send(() => stopGoal()));
+    byId("estop").addEventListener("click", () => this.estop(ESTOP_ENGAGE));
+    byId("reset").addEventListener("click", () => this.estop(ESTOP_RESET));
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") this.estop(ESTOP_ENGAGE);
+    });
+    byId<HTMLFormElement>("broker-form").addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.connect();
+    });
+  }
+
+  async start(): Promise<void> {
+    const settings = await loadSettings(window.location);
+    byId<HTMLInputElement>("broker-url").value = settings.broker;
+    this.wanted = settings.arm;
+    this.connect();
+  }
+
+  private connect(): void {
+    const value = (id: string) => byId<HTMLInputElement>(id).value.trim();
+    this.connection.connect({
+      url: value("broker-url"),
+      username: value("broker-user"),
+      password: byId<HTMLInputElement>("broker-password").value,
+    });
+  }
+
+  private connectionChanged(text: string, connected: boolean): void {
+    const pill = byId("connection");
+    pill.textContent = text;
+    pill.className = connected ? "pill on" : "pill off";
+    if (connected) this.metrics.connectedAt ??= performance.now();
+  }
+
+  private availability(arm: string, online: boolean): void {
+    this.arms.set(arm, online);
+    if (this.arm === null && (arm === this.wanted || (this.wanted === null && online))) this.choose(arm);
+    if (arm === this.arm && !online) this.status.showMode("offline");
+  }
+
+  private choose(arm: string): void {
+    if (arm === this.arm) return;
+    this.arm = arm;
+    this.arms.select(arm);
+    byId("arm-name").textContent = arm;
+    this.setModel(null);
+    this.status.reset();
+    this.connection.watch(arm);
+  }
+
+  private message(arm: string, topic: ArmTopic, payload: Uint8Array): void {
+    if (arm !== this.arm) return;
+    try {
+      if (topic === "state") this.showState(parseState(payload));
+      else if (topic === "model") this.setModel(parseModel(payload));
+      else if (topic === "fault") this.status.showFault(parseFault(payload));
+      else this.status.showStatus(parseStatus(payload));
+    } catch (error) {
+      this.status.refused(`a malformed ${topic} message`, (error as Error).message);
+    }
+  }
+
+  private setModel(model: ArmModel | null): void {
+    this.model = model;
+    this.view.setModel(model?.kinematics ?? null, model?.toolLink);
+    this.joints.build(model);
+    this.controls.build(model);
+    if (model) this.metrics.modelAt ??= performance.now();
+    if (model && this.state) this.showState(this.state);
+  }
+
+  private showState(state: State): void {
+    this.state = state;
+    this.metrics.states += 1;
+    this.status.showState(state);
+    if (!this.model) return;
+    this.joints.update(state);
+    const positions = Object.fromEntries(Object.entries(state.joints).map(([j, s]) => [j, s.position]));
+    this.view.setPoses(this.model.kinematics.fkAll(positions));
+  }
+
+  private targetAtTcp(): void {
+    if (!this.state) return;
+    const pose = { position: this.state.tcp.position, orientation: this.state.tcp.orientation };
+    this.view.setTarget(pose);
+    this.controls.showTarget(pose);
+    this.controls.revealTarget();
+  }
+
+  private needModel(): ArmModel {
+    if (!this.model) throw new LocalRejection("no model received for this arm yet");
+    return this.model;
+  }
+
+  /** Build a goal and publish it; a local refusal or the broker's is shown as a rejection. */
+  private send(build: () => Goal): void {
+    if (!this.arm) return;
+    let goal: Goal;
+    try {
+      goal = build();
+    } catch (error) {
+      this.status.refused("not sent", (error as Error).message);
+      return;
+    }
+    this.status.sentGoal(goal.id, describe(goal));
+    this.connection.publish(this.arm, "goal", goal).catch((error: Error) => {
+      this.status.refused(describe(goal), error.message);
+    });
+  }
+
+  private estop(command: typeof ESTOP_ENGAGE | typeof ESTOP_RESET): void {
+    if (!this.arm) return;
+    const what = "engage" in command ? "e-stop" : "reset";
+    this.connection.publish(this.arm, "estop", command).catch((error: Error) => {
+      this.status.refused(what, error.message);
+    });
+  }
+}
+
+const dashboard = new Dashboard();
+window.armdDashboard = dashboard.metrics;
+void dashboard.start();
