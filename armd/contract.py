@@ -19,6 +19,7 @@ from armd.messages import (
     Goal,
     JointsGoal,
     KeypointsGoal,
+    NamedGoal,
     PoseGoal,
     StatusUpdate,
     StopGoal,
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_JOINT_POSITION",
     "MAX_PAYLOAD_BYTES",
     "MIN_SPEED",
+    "MODEL",
     "OFFLINE",
     "ONLINE",
     "STATE",
@@ -67,7 +69,8 @@ GOAL = Topic("goal", inbound=True, qos=1, retain=False)
 GOAL_STATUS = Topic("goal/status", inbound=False, qos=1, retain=False)
 ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT)
+MODEL = Topic("model", inbound=False, qos=1, retain=True)  # the arm's description, on connecting
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, MODEL)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -78,7 +81,7 @@ MAX_ID_LENGTH = 128
 MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruckig cannot plan with
 MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
 MAX_JOINT_POSITION = 1000.0  # rad or m
-GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "stop")
+GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "named", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,7 @@ class Topics:
     goal_status: str
     estop: str
     fault: str
+    model: str
 
     @classmethod
     def for_arm(cls, arm_name: str) -> Topics:
@@ -159,6 +163,8 @@ def goal_json(goal: Goal) -> dict[str, Any]:
         document["motion"] = goal.motion
     elif isinstance(goal, JointsGoal):
         document |= {"type": "joints", "positions": dict(goal.positions)}
+    elif isinstance(goal, NamedGoal):
+        document |= {"type": "named", "name": goal.name}
     elif isinstance(goal, KeypointsGoal):
         points = {link: list(p) for link, p in zip(goal.links, goal.points, strict=True)}
         document |= {"type": "keypoints", "points": points}
