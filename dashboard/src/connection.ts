@@ -37,14 +37,25 @@ export class Connection {
       ...(options.password ? { password: options.password } : {}),
     });
     this.client = client;
+    // The last error stays in view while the client retries (a refused login would otherwise
+    // flash by, replaced by "reconnecting").
+    let lastError = "";
+    const because = () => (lastError ? ` (${lastError})` : "");
+    const status = (text: string, connected: boolean) => {
+      if (this.client === client) this.events.status(text, connected); // not a replaced client's
+    };
     client.on("connect", () => {
-      this.events.status(`connected to ${options.url}`, true);
+      lastError = "";
+      status(`connected to ${options.url}`, true);
       client.subscribe(AVAILABILITY_FILTER, { qos: 1 });
       if (this.watched) this.subscribeArm(this.watched);
     });
-    client.on("reconnect", () => this.events.status(`reconnecting to ${options.url}`, false));
-    client.on("close", () => this.events.status(`disconnected from ${options.url}`, false));
-    client.on("error", (error) => this.events.status(`error: ${error.message}`, false));
+    client.on("reconnect", () => status(`reconnecting to ${options.url}${because()}`, false));
+    client.on("close", () => status(`disconnected from ${options.url}${because()}`, false));
+    client.on("error", (error) => {
+      lastError = error.message;
+      status(`error: ${error.message}`, false);
+    });
     client.on("message", (topic, payload) => this.dispatch(topic, payload));
   }
 

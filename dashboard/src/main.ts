@@ -194,6 +194,7 @@ class Dashboard {
   private estop(command: typeof ESTOP_ENGAGE | typeof ESTOP_RESET): void {
     if (!this.arm) return;
     const what = "engage" in command ? "e-stop" : "reset";
+    if (what === "reset") this.status.clearRejection();
     this.connection.publish(this.arm, "estop", command).catch((error: Error) => {
       this.status.refused(what, error.message);
     });

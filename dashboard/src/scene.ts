@@ -132,8 +132,8 @@ export class ArmView {
     this.orbit.addEventListener("change", () => this.requestRender());
 
     const marker = new THREE.Mesh(
-      new THREE.SphereGeometry(0.025, 16, 12),
-      new THREE.MeshStandardMaterial({ color: 0x40d080, transparent: true, opacity: 0.8 }),
+      new THREE.SphereGeometry(0.04, 16, 12),
+      new THREE.MeshBasicMaterial({ color: 0xff40ff }),
     );
     this.target.add(marker, new THREE.AxesHelper(0.12));
     this.target.visible = false;

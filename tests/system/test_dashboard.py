@@ -12,8 +12,10 @@ docs/images/ (shown in the README and docs/dashboard.md); otherwise they go to t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import secrets
 import signal
 import subprocess
 import sys
@@ -26,9 +28,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.broker import MosquittoBroker
+from tests.broker import MosquittoBroker, make_password_file
 from tests.system.helpers import ROOT, Rig, attach_diagnostics, start_rig
-from tests.system.probe import WAIT_S, MqttProbe, at_rest, joint_positions
+from tests.system.probe import ARM, WAIT_S, MqttProbe, at_rest, joint_positions
+from tests.system.test_security import ACL, DASHBOARD, OPERATOR, daemon_mqtt
 
 CHROMIUM = Path("/usr/bin/chromium")
 DIST = ROOT / "dashboard" / "dist"
@@ -65,42 +68,58 @@ class Dashboard:
         return self.page.locator(selector).inner_text()
 
 
-def _serve(directory: Path, broker: MosquittoBroker) -> tuple[subprocess.Popen[str], str]:
-    """``armd dashboard`` on a free port, pointing the page at the broker's WebSockets port."""
+@contextlib.contextmanager
+def _served(directory: Path, broker: MosquittoBroker) -> Iterator[str]:
+    """``armd dashboard`` on a free port, pointing the page at the broker's WebSockets port;
+    yields the page's URL."""
     argv = [sys.executable, "-m", "armd", "dashboard", "--port", "0"]
     argv += ["--broker", f"ws://127.0.0.1:{broker.websockets_port}"]
-    log = (directory / "dashboard.out").open("w")
-    server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
-    assert server.stdout is not None
-    line = server.stdout.readline()
-    match = re.search(r"http://127\.0\.0\.1:\d+/", line)
-    assert match, f"armd dashboard did not start: {line}"
-    return server, match.group(0)
+    with (directory / "dashboard.out").open("w") as log:
+        server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert match, f"armd dashboard did not start: {line}"
+        yield match.group(0)
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+def browser() -> Iterator[Browser]:
+    """Debian's chromium, headless, through Playwright (never a browser of its own); one per
+    module (Playwright's synchronous API allows one at a time)."""
     _dashboard_built()
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM))
+        yield chromium
+        chromium.close()
+
+
+def _open(browser: Browser, url: str) -> Page:
+    page = browser.new_page(viewport={"width": 1400, "height": 820})
+    page.goto(url)
+    return page
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> Iterator[Dashboard]:
     directory = tmp_path_factory.mktemp("dashboard")
     screenshots = SCREENSHOTS if os.environ.get("ARMD_DOCS_SCREENSHOTS") == "1" else directory
     with MosquittoBroker(directory / "mosquitto", websockets=True) as broker:
         rig = start_rig(directory, broker)
-        server, url = _serve(directory, broker)
         try:
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=str(CHROMIUM))
-                page = browser.new_page(viewport={"width": 1400, "height": 820})
-                page.goto(url)
+            with _served(directory, broker) as url:
+                page = _open(browser, url)
                 page.wait_for_function(
                     "window.armdDashboard && window.armdDashboard.firstArmFrameAt !== null",
                     timeout=UI_WAIT_MS,
                 )
                 load_ms = float(page.evaluate("window.armdDashboard.firstArmFrameAt"))
                 yield Dashboard(rig, browser, page, url, screenshots, load_ms)
-                browser.close()
         finally:
-            server.terminate()
-            server.wait(10)
             rig.close()
 
 
@@ -173,6 +192,58 @@ def test_a_slider_moves_the_arm(ui: Dashboard) -> None:
     expect(log).to_contain_text(f"succeeded joints {JOINT}={target:.2f}", timeout=UI_WAIT_MS)
 
 
+# Where the Cartesian target's magenta sphere is on the screen (its pixels' centre), or null.
+TARGET_ON_SCREEN = """() => {
+    const canvas = document.querySelector('#view canvas');
+    const copy = document.createElement('canvas');
+    copy.width = canvas.width; copy.height = canvas.height;
+    const context = copy.getContext('2d');
+    context.drawImage(canvas, 0, 0);
+    const data = context.getImageData(0, 0, copy.width, copy.height).data;
+    let n = 0, x = 0, y = 0;
+    for (let i = 0; i < data.length; i += 4) {
+        const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+        if (r > 200 && b > 200 && g < 120) {
+            n++;
+            x += (i / 4) % copy.width;
+            y += Math.floor(i / 4 / copy.width);
+        }
+    }
+    const box = canvas.getBoundingClientRect();
+    const scale = box.width / copy.width;
+    return n < 20 ? null : {x: box.left + scale * x / n, y: box.top + scale * y / n, pixels: n};
+}"""
+
+
+def test_the_cartesian_target_is_dragged_and_sent_as_a_pose_goal(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    page = ui.page
+    before = probe.latest_state()["tcp"]["position"]
+    page.locator("#target-from-tcp").click()  # the target appears at the TCP, with its gizmo
+    expect(page.locator("#target-show")).to_be_checked()
+    page.wait_for_function(f"({TARGET_ON_SCREEN})() !== null", timeout=UI_WAIT_MS)
+    start = page.evaluate(TARGET_ON_SCREEN)
+    # Drag the gizmo's centre handle 40 px down: the target moves in the view's plane.
+    page.mouse.move(start["x"], start["y"])
+    page.mouse.down()
+    for step in range(1, 11):
+        page.mouse.move(start["x"], start["y"] + 4 * step)
+    page.mouse.up()
+    moved = page.evaluate(TARGET_ON_SCREEN)
+    ui.screenshot("dashboard-target.png")
+    assert moved["y"] > start["y"] + 20, (start, moved)
+    page.locator("#target-motion").select_option("linear")
+    since = probe.mark()
+    page.locator("#target-send").click()
+    accepted = _first_status(probe, since)
+    assert accepted["status"] == "accepted", accepted
+    assert probe.wait_status(accepted["id"], since=since)["status"] == "succeeded"
+    after = probe.wait_state(at_rest, what="the arm at rest")["tcp"]["position"]
+    assert after[2] < before[2] - 0.02, (before, after)  # dragged down on the screen: lower
+    expect(page.locator("#statuses li").first).to_contain_text("succeeded pose (linear)")
+    page.locator("#target-show").uncheck()
+
+
 def test_the_estop_button_stops_the_arm_and_a_rejection_shows_its_reason(ui: Dashboard) -> None:
     probe = ui.rig.probe
     page = ui.page
@@ -236,7 +307,7 @@ def test_the_page_fetches_nothing_from_elsewhere(dashboard: Dashboard) -> None:
     requests: list[str] = []
     page = dashboard.browser.new_page()
     page.on("request", lambda request: requests.append(request.url))
-    page.goto(dashboard.url)
+    page.goto(dashboard.url)  # (not _open: the listener must be there before the load)
     page.wait_for_function("window.armdDashboard.firstArmFrameAt !== null", timeout=UI_WAIT_MS)
     page.close()
     ws = f"ws://127.0.0.1:{dashboard.rig.broker.websockets_port}"
@@ -244,3 +315,59 @@ def test_the_page_fetches_nothing_from_elsewhere(dashboard: Dashboard) -> None:
     outside = [url for url in requests if not url.startswith(own)]
     assert requests
     assert outside == [], outside
+
+
+def _log_in(page: Page, user: str, password: str) -> None:
+    page.locator("#broker-user").fill(user)
+    page.locator("#broker-password").fill(password)
+    page.locator("#broker-form button[type=submit]").click()
+
+
+def test_with_the_acl_the_read_only_account_is_refused_and_the_operator_served(
+    tmp_path: Path, request: pytest.FixtureRequest, browser: Browser
+) -> None:
+    """config/mosquitto/armd.acl: anonymous is refused at connection, the read-only
+    ``dashboard`` account sees the arm but its goal is refused by the broker (shown with the
+    reason, never reaching the daemon), the ``operator`` account drives the arm."""
+    passwords = {user: secrets.token_urlsafe(16) for user in (ARM, OPERATOR, DASHBOARD)}
+    accounts = make_password_file(tmp_path / "passwd", passwords)
+    acl = [f"acl_file {ACL}"]
+    broker = MosquittoBroker(
+        tmp_path / "mosquitto", password_file=accounts, websockets=True, extra_config=acl
+    )
+    with broker:
+        rig = start_rig(
+            tmp_path / "arm",
+            broker,
+            overrides=daemon_mqtt(tmp_path, passwords[ARM], None),
+            probe_options={"username": OPERATOR, "password": passwords[OPERATOR]},
+        )
+        attach_diagnostics(request, rig)
+        try:
+            with _served(tmp_path, broker) as url:
+                page = _open(browser, url)
+                connection = page.locator("#connection")
+                expect(connection).to_contain_text("Not authorized", timeout=UI_WAIT_MS)
+
+                _log_in(page, DASHBOARD, passwords[DASHBOARD])
+                expect(connection).to_contain_text("connected to", timeout=UI_WAIT_MS)
+                expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+                since = rig.probe.mark()
+                page.locator('#named button[data-pose="ready"]').click()
+                rejection = page.locator("#rejection")
+                expect(rejection).to_contain_text("the broker refused goal", timeout=UI_WAIT_MS)
+                expect(rejection).to_contain_text("Not authorized")
+                rig.probe.wait_for(lambda: len(rig.probe.on("state", since)) >= 10, what="states")
+                assert rig.probe.on("goal/status", since) == [], "the refused goal reached armd"
+
+                _log_in(page, OPERATOR, passwords[OPERATOR])
+                expect(connection).to_contain_text("connected to", timeout=UI_WAIT_MS)
+                expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+                since = rig.probe.mark()
+                page.locator('#named button[data-pose="ready"]').click()
+                accepted = _first_status(rig.probe, since)
+                assert accepted["status"] == "accepted", accepted
+                final = rig.probe.wait_status(accepted["id"], since=since)
+                assert final["status"] == "succeeded", final
+        finally:
+            rig.close()

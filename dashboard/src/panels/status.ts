@@ -21,6 +21,11 @@ export class StatusPanel {
   private readonly sent = new Map<string, string>();
   private active: string | null = null;
 
+  constructor() {
+    this.rejection.title = "click to dismiss";
+    this.rejection.addEventListener("click", () => this.clearRejection());
+  }
+
   reset(): void {
     this.showMode(null);
     this.missed.textContent = "–";
@@ -54,6 +59,11 @@ export class StatusPanel {
     this.faultText.classList.toggle("bad", fault !== null);
     this.faultBanner.hidden = fault === null;
     this.faultBanner.textContent = fault ? `FAULT ${text} — Reset once the cause is gone` : "";
+  }
+
+  /** Hide the latest rejection (a reset was sent, or the operator clicked it away). */
+  clearRejection(): void {
+    this.rejection.hidden = true;
   }
 
   /** A goal the dashboard sent, so its statuses can say what it was. */
