@@ -63,6 +63,8 @@ export interface ArmModel {
   root: string;
   toolLink: string;
   joints: string[];
+  /** Joints the config holds still ({name: position}): shown, never commanded. */
+  fixedJoints: Record<string, number>;
   kinematics: KinematicModel;
   poses: Record<string, Record<string, number>>;
   gripper: Gripper | null;
@@ -135,8 +137,16 @@ export function parseFault(payload: Uint8Array | string): Fault | null {
   return data as unknown as Fault;
 }
 
+/** The `format` of the model messages this dashboard reads (fields may be added within it). */
+export const MODEL_FORMAT = "armd-model/1";
+
 export function parseModel(payload: Uint8Array | string): ArmModel {
   const data = decode(payload, "model");
+  if (data.format !== undefined && data.format !== MODEL_FORMAT) {
+    throw new ContractError(
+      `model: format: ${JSON.stringify(data.format)} is not one this dashboard reads (${MODEL_FORMAT})`,
+    );
+  }
   const joints = data.joints;
   if (!Array.isArray(joints) || !joints.every((j) => typeof j === "string")) {
     throw new ContractError(`model: joints: ${JSON.stringify(joints)} must be a list of joint names`);
@@ -162,6 +172,7 @@ export function parseModel(payload: Uint8Array | string): ArmModel {
     root: string(data, "root", "model"),
     toolLink: string(data, "tool_link", "model"),
     joints: joints as string[],
+    fixedJoints: object(data.fixed_joints ?? {}, "model: fixed_joints") as Record<string, number>,
     kinematics,
     poses,
     gripper,

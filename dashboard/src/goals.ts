@@ -49,6 +49,9 @@ export function jointsGoal(model: ArmModel, positions: Record<string, number>, s
     if (limits === null || !model.joints.includes(joint)) {
       throw new LocalRejection(`positions.${joint}: unknown joint; joints: ${model.joints.join(", ")}`);
     }
+    if (joint in model.fixedJoints) {
+      throw new LocalRejection(`positions.${joint}: a fixed joint (held by the config), never commanded`);
+    }
     if (!Number.isFinite(value) || value < limits.lower || value > limits.upper) {
       throw new LocalRejection(
         `positions.${joint}: ${value} is outside the joint's limits [${limits.lower}, ${limits.upper}]`,

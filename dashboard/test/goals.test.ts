@@ -8,17 +8,26 @@ import { LocalRejection, gripperGoal, jointsGoal, namedGoal, poseGoal, stopGoal 
 const ur5 = JSON.parse(readFileSync(new URL("./fk-fixture.json", import.meta.url), "utf-8"))["ur5.urdf"];
 const model = parseModel(
   JSON.stringify({
+    format: "armd-model/1",
     name: "ur5-sim",
     root: "world",
     tool_link: "tool0",
     joints: ur5.joints,
     model: ur5.model,
+    fixed_joints: { wrist_3_joint: 0 },
     poses: { home: { elbow_joint: 1.5 } },
     gripper: null,
     loop_hz: 250,
     telemetry_hz: 25,
   }),
 );
+
+describe("the model message", () => {
+  it("of another format is refused, naming it", () => {
+    const later = JSON.stringify({ format: "armd-model/2", name: "x" });
+    expect(() => parseModel(later)).toThrow('model: format: "armd-model/2" is not one this dashboard reads');
+  });
+});
 
 describe("goals", () => {
   it("are the documented JSON with a new id each", () => {
@@ -42,6 +51,7 @@ describe("goals", () => {
     [() => jointsGoal(model, { elbow_joint: Number.NaN }, 1), "positions.elbow_joint: NaN"],
     [() => jointsGoal(model, { elbo_joint: 1 }, 1), "positions.elbo_joint: unknown joint"],
     [() => jointsGoal(model, { elbow_joint: 1 }, 0), "speed: 0 must be in [0.01, 1]"],
+    [() => jointsGoal(model, { wrist_3_joint: 1 }, 1), "positions.wrist_3_joint: a fixed joint"],
     [() => namedGoal(model, "away", 1), "'away' is not a named pose of ur5-sim"],
     [() => poseGoal([0, Number.POSITIVE_INFINITY, 0], null, "joint", 1), "must be 3 finite numbers"],
   ])("are refused before sending when armd would refuse them (%#)", (build, reason) => {

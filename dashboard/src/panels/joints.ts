@@ -41,6 +41,7 @@ export class JointsPanel {
         value: Math.min(upper, Math.max(lower, 0)),
         "data-joint": joint,
         "aria-label": joint,
+        disabled: joint in model.fixedJoints, // held by the config: shown, never commanded
       });
       const value = h("td", { class: "mono value" }, "–");
       const row: Row = { slider, value, limits: { ...limits, lower, upper }, editing: false };
