@@ -7,6 +7,8 @@ import { OrbitControls } from "three/examples/jsm/controls/OrbitControls.js";
 import { TransformControls } from "three/examples/jsm/controls/TransformControls.js";
 import type { KinematicModel, Transform, Vec3 } from "./kinematics";
 
+THREE.Object3D.DEFAULT_UP.set(0, 0, 1); // robot frames are z-up (three.js defaults to y-up)
+
 const ROD_RADIUS = 0.02; // m: scaled down for small arms (see `scale`)
 const JOINT_COLOURS = { revolute: 0x2f7fd8, prismatic: 0xd88a2f } as const;
 
@@ -116,7 +118,6 @@ export class ArmView {
     this.canvas = this.renderer.domElement;
     container.append(this.canvas);
     this.scene.background = new THREE.Color(0x1d232b);
-    THREE.Object3D.DEFAULT_UP.set(0, 0, 1); // robot frames are z-up
     this.camera.up.set(0, 0, 1);
     this.camera.position.set(1.2, -1.4, 0.9);
     this.scene.add(new THREE.HemisphereLight(0xffffff, 0x303040, 2.0));

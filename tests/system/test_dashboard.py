@@ -64,9 +64,6 @@ class Dashboard:
     def screenshot(self, name: str) -> None:
         self.page.screenshot(path=self.screenshots / name)
 
-    def text(self, selector: str) -> str:
-        return self.page.locator(selector).inner_text()
-
 
 @contextlib.contextmanager
 def _served(directory: Path, broker: MosquittoBroker) -> Iterator[str]:

@@ -18,15 +18,6 @@ export class ArmList {
     this.render();
   }
 
-  online(arm: string): boolean {
-    return this.arms.get(arm) ?? false;
-  }
-
-  /** The first online arm, in name order (the default choice). */
-  firstOnline(): string | null {
-    return [...this.arms.keys()].sort().find((arm) => this.arms.get(arm)) ?? null;
-  }
-
   private render(): void {
     this.empty.hidden = this.arms.size > 0;
     const items = [...this.arms.entries()]
