@@ -48,7 +48,7 @@ declare global {
 
 class Dashboard {
   readonly metrics: Metrics = { connectedAt: null, modelAt: null, firstArmFrameAt: null, states: 0 };
-  private readonly view = new ArmView(byId("view"));
+  private readonly view = Dashboard.createView();
   private readonly arms = new ArmList();
   private readonly status = new StatusPanel();
   private readonly joints = new JointsPanel();
@@ -69,17 +69,20 @@ class Dashboard {
       this.send(() => jointsGoal(this.needModel(), { [joint]: value }, this.controls.speed));
     this.controls.onNamed = (name) => this.send(() => namedGoal(this.needModel(), name, this.controls.speed));
     this.controls.onGripper = (position) => this.send(() => gripperGoal(position, this.controls.speed));
-    this.controls.onTargetShown = (visible, mode) => this.view.showTarget(visible, mode);
+    this.controls.onTargetShown = (visible, mode) => this.view?.showTarget(visible, mode);
     this.controls.onTargetFromTcp = () => this.targetAtTcp();
     this.controls.onTargetSend = () => {
+      if (!this.view) return;
       const request = this.controls.request(this.view.targetPose());
       const orientation = request.withOrientation ? request.pose.orientation : null;
       this.send(() => poseGoal(request.pose.position, orientation, request.motion, this.controls.speed));
     };
-    this.view.onTargetMoved = (pose) => this.controls.showTarget(pose);
-    this.view.onArmDrawn = () => {
-      this.metrics.firstArmFrameAt ??= performance.now();
-    };
+    if (this.view) {
+      this.view.onTargetMoved = (pose) => this.controls.showTarget(pose);
+      this.view.onArmDrawn = () => {
+        this.metrics.firstArmFrameAt ??= performance.now();
+      };
+    }
     byId("stop").addEventListener("click", () => this.send(() => stopGoal()));
     byId("estop").addEventListener("click", () => this.estop(ESTOP_ENGAGE));
     byId("reset").addEventListener("click", () => this.estop(ESTOP_RESET));
@@ -90,6 +93,20 @@ class Dashboard {
       event.preventDefault();
       this.connect();
     });
+  }
+
+  /** The 3D view, or null where the browser has no WebGL: everything else, the e-stop first,
+   * must work without it. */
+  private static createView(): ArmView | null {
+    try {
+      return new ArmView(byId("view"));
+    } catch (error) {
+      const note = document.createElement("p");
+      note.className = "hint";
+      note.textContent = `No 3D view: ${(error as Error).message}`;
+      byId("overlay").append(note);
+      return null;
+    }
   }
 
   async start(): Promise<void> {
@@ -145,7 +162,7 @@ class Dashboard {
 
   private setModel(model: ArmModel | null): void {
     this.model = model;
-    this.view.setModel(model?.kinematics ?? null, model?.toolLink);
+    this.view?.setModel(model?.kinematics ?? null, model?.toolLink);
     this.joints.build(model);
     this.controls.build(model);
     if (model) this.metrics.modelAt ??= performance.now();
@@ -159,13 +176,13 @@ class Dashboard {
     if (!this.model) return;
     this.joints.update(state);
     const positions = Object.fromEntries(Object.entries(state.joints).map(([j, s]) => [j, s.position]));
-    this.view.setPoses(this.model.kinematics.fkAll(positions));
+    this.view?.setPoses(this.model.kinematics.fkAll(positions));
   }
 
   private targetAtTcp(): void {
     if (!this.state) return;
     const pose = { position: this.state.tcp.position, orientation: this.state.tcp.orientation };
-    this.view.setTarget(pose);
+    this.view?.setTarget(pose);
     this.controls.showTarget(pose);
     this.controls.revealTarget();
   }

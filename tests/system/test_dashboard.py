@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
 
 from tests.broker import MosquittoBroker, make_password_file
 from tests.system.helpers import ROOT, Rig, attach_diagnostics, start_rig
@@ -60,6 +60,7 @@ class Dashboard:
     url: str
     screenshots: Path
     load_ms: float
+    errors: list[str]  # uncaught script errors of the page
 
     def screenshot(self, name: str) -> None:
         self.page.screenshot(path=self.screenshots / name)
@@ -85,18 +86,29 @@ def _served(directory: Path, broker: MosquittoBroker) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    """Debian's chromium, headless, through Playwright (never a browser of its own); one per
-    module (Playwright's synchronous API allows one at a time)."""
+def playwright() -> Iterator[Playwright]:
+    """Playwright, once per module (its synchronous API allows one at a time)."""
     _dashboard_built()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM))
-        yield chromium
-        chromium.close()
+    with sync_playwright() as driver:
+        yield driver
 
 
-def _open(browser: Browser, url: str) -> Page:
+def _launch(playwright: Playwright, *args: str) -> Browser:
+    """Debian's chromium, headless (never a browser Playwright downloads)."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=list(args))
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    chromium = _launch(playwright)
+    yield chromium
+    chromium.close()
+
+
+def _open(browser: Browser, url: str, errors: list[str]) -> Page:
+    """A new page at `url`; its uncaught script errors are appended to `errors`."""
     page = browser.new_page(viewport={"width": 1400, "height": 820})
+    page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(url)
     return page
 
@@ -109,13 +121,14 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> Ite
         rig = start_rig(directory, broker)
         try:
             with _served(directory, broker) as url:
-                page = _open(browser, url)
+                errors: list[str] = []
+                page = _open(browser, url, errors)
                 page.wait_for_function(
                     "window.armdDashboard && window.armdDashboard.firstArmFrameAt !== null",
                     timeout=UI_WAIT_MS,
                 )
                 load_ms = float(page.evaluate("window.armdDashboard.firstArmFrameAt"))
-                yield Dashboard(rig, browser, page, url, screenshots, load_ms)
+                yield Dashboard(rig, browser, page, url, screenshots, load_ms, errors)
         finally:
             rig.close()
 
@@ -132,11 +145,13 @@ def _first_status(probe: MqttProbe, since: int, status: str | None = None) -> di
 
 
 @pytest.fixture
-def ui(dashboard: Dashboard, request: pytest.FixtureRequest) -> Dashboard:
-    """The page, with the arm at rest (holding) and the broker's and daemon's logs on failure."""
+def ui(dashboard: Dashboard, request: pytest.FixtureRequest) -> Iterator[Dashboard]:
+    """The page, with the arm at rest (holding) and the broker's and daemon's logs on failure;
+    no uncaught script error in the page afterwards."""
     attach_diagnostics(request, dashboard.rig)
     dashboard.rig.probe.wait_state(at_rest, what="the arm at rest")
-    return dashboard
+    yield dashboard
+    assert dashboard.errors == [], "uncaught errors in the page"
 
 
 # Pixels of the 3D view: how many differ from the background, how many have the joints' blue.
@@ -299,6 +314,30 @@ def test_an_injected_fault_shows_until_reset(ui: Dashboard) -> None:
     probe.wait_mode("holding", since=since)
 
 
+def test_without_webgl_the_estop_and_everything_but_the_view_work(
+    ui: Dashboard, playwright: Playwright
+) -> None:
+    """A browser without WebGL (or with a broken GPU stack) still shows the arm and stops it."""
+    probe = ui.rig.probe
+    no_3d = _launch(playwright, "--disable-3d-apis")
+    try:
+        errors: list[str] = []
+        page = _open(no_3d, ui.url, errors)
+        expect(page.locator("#overlay")).to_contain_text("No 3D view", timeout=UI_WAIT_MS)
+        expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+        expect(page.locator("#joints input[type=range]")).to_have_count(6)
+        since = probe.mark()
+        page.locator("#estop").click()
+        probe.wait_mode("estop", since=since)
+        expect(page.locator("#mode")).to_have_text("estop", timeout=UI_WAIT_MS)
+        since = probe.mark()
+        page.locator("#reset").click()
+        probe.wait_mode("holding", since=since)
+        assert errors == [], "uncaught errors in the page"
+    finally:
+        no_3d.close()
+
+
 def test_the_page_fetches_nothing_from_elsewhere(dashboard: Dashboard) -> None:
     """Offline: every request of a fresh load goes to the page's server or the broker."""
     requests: list[str] = []
@@ -342,7 +381,8 @@ def test_with_the_acl_the_read_only_account_is_refused_and_the_operator_served(
         attach_diagnostics(request, rig)
         try:
             with _served(tmp_path, broker) as url:
-                page = _open(browser, url)
+                errors: list[str] = []
+                page = _open(browser, url, errors)
                 connection = page.locator("#connection")
                 expect(connection).to_contain_text("Not authorized", timeout=UI_WAIT_MS)
 
@@ -366,5 +406,6 @@ def test_with_the_acl_the_read_only_account_is_refused_and_the_operator_served(
                 assert accepted["status"] == "accepted", accepted
                 final = rig.probe.wait_status(accepted["id"], since=since)
                 assert final["status"] == "succeeded", final
+                assert errors == [], "uncaught errors in the page"
         finally:
             rig.close()
