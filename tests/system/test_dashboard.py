@@ -37,6 +37,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 DIST = ROOT / "dashboard" / "dist"
 SCREENSHOTS = ROOT / "docs" / "images"
 JOINT = "elbow_joint"
+# The UR5 has no gripper: its wrist roll stands in for one, so the page shows the gripper's buttons.
+GRIPPER = {"gripper": {"joint": "wrist_3_joint", "open": 0.6, "closed": 0.0}}
 UI_WAIT_MS = WAIT_S * 1000  # the page follows the 25 Hz telemetry; generous on a loaded machine
 
 
@@ -118,7 +120,7 @@ def dashboard(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> Ite
     directory = tmp_path_factory.mktemp("dashboard")
     screenshots = SCREENSHOTS if os.environ.get("ARMD_DOCS_SCREENSHOTS") == "1" else directory
     with MosquittoBroker(directory / "mosquitto", websockets=True) as broker:
-        rig = start_rig(directory, broker)
+        rig = start_rig(directory, broker, overrides=GRIPPER)
         try:
             with _served(directory, broker) as url:
                 errors: list[str] = []
@@ -254,6 +256,20 @@ def test_the_cartesian_target_is_dragged_and_sent_as_a_pose_goal(ui: Dashboard) 
     assert after[2] < before[2] - 0.02, (before, after)  # dragged down on the screen: lower
     expect(page.locator("#statuses li").first).to_contain_text("succeeded pose (linear)")
     page.locator("#target-show").uncheck()
+
+
+def test_the_gripper_buttons_open_and_close_it(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    joint, opened = GRIPPER["gripper"]["joint"], GRIPPER["gripper"]["open"]
+    for button, position in (("#gripper-open", opened), ("#gripper-close", 0.0)):
+        since = probe.mark()
+        ui.page.locator(button).click()
+        accepted = _first_status(probe, since)
+        assert accepted["status"] == "accepted", accepted
+        assert probe.wait_status(accepted["id"], since=since)["status"] == "succeeded"
+        state = probe.wait_state(at_rest, what="the arm at rest")
+        assert abs(joint_positions(state)[joint] - position) < 0.005
+    expect(ui.page.locator("#statuses li").first).to_contain_text("succeeded gripper close")
 
 
 def test_the_estop_button_stops_the_arm_and_a_rejection_shows_its_reason(ui: Dashboard) -> None:
