@@ -30,7 +30,7 @@ import { Controls } from "./panels/controls";
 import { JointsPanel } from "./panels/joints";
 import { StatusPanel } from "./panels/status";
 import { ArmView } from "./scene";
-import { loadSettings } from "./settings";
+import { type Settings, loadSettings } from "./settings";
 
 /** Timings for the curious and the browser test: ms since navigation start. */
 interface Metrics {
@@ -109,8 +109,7 @@ class Dashboard {
     }
   }
 
-  async start(): Promise<void> {
-    const settings = await loadSettings(window.location);
+  start(settings: Settings): void {
     byId<HTMLInputElement>("broker-url").value = settings.broker;
     this.wanted = settings.arm;
     this.connect();
@@ -218,6 +217,8 @@ class Dashboard {
   }
 }
 
+// Where the broker is (config.json) is asked first: the answer arrives while WebGL starts.
+const settings = loadSettings(window.location);
 const dashboard = new Dashboard();
 window.armdDashboard = dashboard.metrics;
-void dashboard.start();
+void settings.then((found) => dashboard.start(found));
