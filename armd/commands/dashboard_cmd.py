@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 from armd.commands._cli import EXIT_OK, UsageError, guarded
 
-__all__ = ["DIST", "register"]
+__all__ = ["DIST", "make_server", "register"]
 
 DIST = Path(__file__).resolve().parents[2] / "dashboard" / "dist"
 """Where the build lands in a checkout (dashboard/dist; not part of an installed wheel)."""
@@ -85,10 +85,9 @@ class _Handler(SimpleHTTPRequestHandler):
         self.wfile.write(self._config)
 
     def end_headers(self) -> None:
-        # index.html and config.json must not be cached across a rebuild or a new --broker; the
-        # assets' names carry a content hash.
-        if not urlsplit(self.path).path.startswith("/assets/"):
-            self.send_header("Cache-Control", "no-cache")
+        # The build is one index.html: revalidated on every load, a rebuild or a new --broker
+        # shows at the next reload.
+        self.send_header("Cache-Control", "no-cache")
         self.send_header("X-Content-Type-Options", "nosniff")
         super().end_headers()
 

@@ -193,7 +193,10 @@ class Dashboard {
 
   /** Build a goal and publish it; a local refusal or the broker's is shown as a rejection. */
   private send(build: () => Goal): void {
-    if (!this.arm) return;
+    if (!this.arm) {
+      this.status.refused("not sent", "no arm chosen");
+      return;
+    }
     let goal: Goal;
     try {
       goal = build();
@@ -208,8 +211,11 @@ class Dashboard {
   }
 
   private estop(command: typeof ESTOP_ENGAGE | typeof ESTOP_RESET): void {
-    if (!this.arm) return;
     const what = "engage" in command ? "e-stop" : "reset";
+    if (!this.arm) {
+      this.status.refused(what, "no arm chosen: nothing was sent");
+      return;
+    }
     if (what === "reset") this.status.clearRejection();
     this.connection.publish(this.arm, "estop", command).catch((error: Error) => {
       this.status.refused(what, error.message);
