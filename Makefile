@@ -72,6 +72,7 @@ pytest: $(STAMP)
 
 test: kernels ha-peer
 	@scripts/ensure-mosquitto.sh --installed
+	@scripts/ensure-node-red.sh
 	@scripts/ensure-browser-test.sh
 	@scripts/build-dashboard.sh
 	$(MAKE) --no-print-directory lint typecheck pytest

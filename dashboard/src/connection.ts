@@ -3,7 +3,7 @@
 // that a publish the broker's ACL refuses (e.g. the read-only `dashboard` account of
 // config/mosquitto/armd.acl) comes back as an error with its reason instead of vanishing.
 import mqtt, { type MqttClient } from "mqtt";
-import { ARM_TOPICS, AVAILABILITY_FILTER, type ArmTopic, armTopic, splitTopic } from "./contract";
+import { ARM_TOPICS, AVAILABILITY_FILTER, type ArmTopic, BRIDGE_FILTER, armTopic, splitTopic } from "./contract";
 
 export interface BrokerOptions {
   url: string;
@@ -15,6 +15,8 @@ export interface ConnectionEvents {
   /** The connection's state in words ("connected", "connecting", "error: ...") */
   status(text: string, connected: boolean): void;
   availability(arm: string, online: boolean): void;
+  /** The bridge to the arm's own broker is up (true) or down (false): docs/fleet.md. */
+  bridge(arm: string, up: boolean): void;
   message(arm: string, topic: ArmTopic, payload: Uint8Array): void;
 }
 
@@ -47,7 +49,7 @@ export class Connection {
     client.on("connect", () => {
       lastError = "";
       status(`connected to ${options.url}`, true);
-      client.subscribe(AVAILABILITY_FILTER, { qos: 1 });
+      client.subscribe([AVAILABILITY_FILTER, BRIDGE_FILTER], { qos: 1 });
       if (this.watched) this.subscribeArm(this.watched);
     });
     client.on("reconnect", () => status(`reconnecting to ${options.url}${because()}`, false));
@@ -100,8 +102,11 @@ export class Connection {
     const parts = splitTopic(topic);
     if (!parts) return;
     const [arm, rest] = parts;
+    const text = () => new TextDecoder().decode(payload);
     if (rest === "availability") {
-      this.events.availability(arm, new TextDecoder().decode(payload) === "online");
+      this.events.availability(arm, text() === "online");
+    } else if (rest === "bridge") {
+      this.events.bridge(arm, text() !== "0");
     } else if (arm === this.watched && (ARM_TOPICS as readonly string[]).includes(rest)) {
       this.events.message(arm, rest as ArmTopic, payload);
     }

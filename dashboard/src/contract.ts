@@ -5,6 +5,9 @@ import { KinematicModel } from "./kinematics";
 
 export const PREFIX = "armd";
 export const AVAILABILITY_FILTER = `${PREFIX}/+/availability`;
+/** An arm behind a bridge (docs/fleet.md): `1` while the bridge to its broker is up, `0` when
+ * it is down — its retained `availability` is then stale. */
+export const BRIDGE_FILTER = `${PREFIX}/+/bridge`;
 
 /** The topics of one arm the dashboard follows, relative to `armd/<name>/`. */
 export const ARM_TOPICS = ["model", "state", "goal/status", "fault"] as const;

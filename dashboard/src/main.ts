@@ -55,7 +55,14 @@ class Dashboard {
   private readonly controls = new Controls();
   private readonly connection = new Connection({
     status: (text, connected) => this.connectionChanged(text, connected),
-    availability: (arm, online) => this.availability(arm, online),
+    availability: (arm, online) => {
+      this.arms.set(arm, online);
+      this.reachChanged(arm);
+    },
+    bridge: (arm, up) => {
+      this.arms.setBridge(arm, up);
+      this.reachChanged(arm);
+    },
     message: (arm, topic, payload) => this.message(arm, topic, payload),
   });
   private arm: string | null = null;
@@ -131,10 +138,14 @@ class Dashboard {
     if (connected) this.metrics.connectedAt ??= performance.now();
   }
 
-  private availability(arm: string, online: boolean): void {
-    this.arms.set(arm, online);
-    if (this.arm === null && (arm === this.wanted || (this.wanted === null && online))) this.choose(arm);
-    if (arm === this.arm && !online) this.status.showMode("offline");
+  /** An arm's availability or bridge changed: choose it if it is the one wanted (or the first
+   * online), and say so when the chosen arm is no longer reachable. */
+  private reachChanged(arm: string): void {
+    const reach = this.arms.reach(arm);
+    if (this.arm === null && (arm === this.wanted || (this.wanted === null && reach === "online"))) {
+      this.choose(arm);
+    }
+    if (arm === this.arm && reach !== "online") this.status.showMode(reach);
   }
 
   private choose(arm: string): void {
@@ -172,6 +183,8 @@ class Dashboard {
     this.state = state;
     this.metrics.states += 1;
     this.status.showState(state);
+    const reach = this.arm ? this.arms.reach(this.arm) : "online";
+    if (reach !== "online") this.status.showMode(reach); // a down bridge outranks a late state
     if (!this.model) return;
     this.joints.update(state);
     const positions = Object.fromEntries(Object.entries(state.joints).map(([j, s]) => [j, s.position]));

@@ -258,6 +258,18 @@ def test_the_cartesian_target_is_dragged_and_sent_as_a_pose_goal(ui: Dashboard) 
     page.locator("#target-show").uncheck()
 
 
+def test_an_arm_behind_a_bridge_that_is_down_shows_unreachable(ui: Dashboard) -> None:
+    """docs/fleet.md: with `0` on ``armd/<name>/bridge`` the arm's retained availability is stale;
+    the page says the arm is unreachable until the bridge is back (`1`)."""
+    arm = ui.page.locator('button.arm[data-arm="ur5-sim"]')
+    ui.rig.probe.publish("bridge", "0")
+    expect(arm).to_have_attribute("data-state", "unreachable", timeout=UI_WAIT_MS)
+    expect(ui.page.locator("#mode")).to_have_text("unreachable")
+    ui.rig.probe.publish("bridge", "1")
+    expect(arm).to_have_attribute("data-state", "online", timeout=UI_WAIT_MS)
+    expect(ui.page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+
+
 def test_the_gripper_buttons_open_and_close_it(ui: Dashboard) -> None:
     probe = ui.rig.probe
     joint, opened = GRIPPER["gripper"]["joint"], GRIPPER["gripper"]["open"]
