@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from armd.trajectory import JointMotion, Motion, MotionLimits, PlanningError, Setpoint
 
-__all__ = ["TimedTrajectory", "TrajectoryMotion", "TrajectoryPlan", "plan_trajectory"]
+__all__ = ["QuinticCurve", "TimedTrajectory", "TrajectoryMotion", "TrajectoryPlan", "plan_trajectory"]
 
 Array = NDArray[np.float64]
 _SAMPLES_PER_SEGMENT = 16  # dense samples for the largest derivatives
@@ -100,7 +100,7 @@ def plan_trajectory(
         velocities = np.asarray(velocities, dtype=float).copy()
         velocities[0] = velocities[-1] = 0.0
         accelerations = _central_differences(times, velocities)
-    curve = _Quintic(times, positions, velocities, accelerations)
+    curve = QuinticCurve(times, positions, velocities, accelerations)
     q, dq, ddq, dddq = curve.dense()
     _check_bounds(q, bounds, joint_names, curve.segment_of_sample())
     scale, binding = _time_scale(dq, ddq, dddq, limits, speed, joint_names)
@@ -194,7 +194,7 @@ def _central_differences(times: Array, velocities: Array) -> Array:
     return accelerations
 
 
-class _Quintic:
+class QuinticCurve:
     """The quintic Hermite curve through knots (time, position, velocity, acceleration): on each
     segment the polynomial of degree 5 that matches both ends' three values."""
 
@@ -261,7 +261,7 @@ class TrajectoryMotion(Motion):
 
     def __init__(self, start: Setpoint, trajectory: TimedTrajectory) -> None:
         self._approach = JointMotion(start, trajectory.positions[0], trajectory.approach)
-        self._curve = _Quintic(
+        self._curve = QuinticCurve(
             trajectory.times,
             trajectory.positions,
             trajectory.velocities,
