@@ -26,7 +26,13 @@ from numpy.typing import NDArray
 
 from armd.trajectory import JointMotion, Motion, MotionLimits, PlanningError, Setpoint
 
-__all__ = ["QuinticCurve", "TimedTrajectory", "TrajectoryMotion", "TrajectoryPlan", "plan_trajectory"]
+__all__ = [
+    "QuinticCurve",
+    "TimedTrajectory",
+    "TrajectoryMotion",
+    "TrajectoryPlan",
+    "plan_trajectory",
+]
 
 Array = NDArray[np.float64]
 _SAMPLES_PER_SEGMENT = 16  # dense samples for the largest derivatives
