@@ -82,7 +82,7 @@ def replay_goal(
     joints = tuple(recording.joints[i] for i in columns)
     times, positions = _distinct_times(recording.times, recording.positions[:, columns])
     while True:
-        kept = simplify(times, positions, tolerance)
+        kept = _refined(times, positions, simplify(times, positions, tolerance), tolerance)
         goal = TrajectoryGoal(
             goal_id,
             joints,
@@ -97,6 +97,28 @@ def replay_goal(
         if len(kept) <= MAX_TRAJECTORY_POINTS and len(payload) <= MAX_PAYLOAD_BYTES:
             return ReplayGoal(goal, payload, tolerance, times, positions)
         tolerance *= 2.0
+
+
+def _refined(
+    times: Array, positions: Array, kept: NDArray[np.intp], tolerance: float
+) -> NDArray[np.intp]:
+    """`kept` and more samples until the daemon's curve through them (not the straight lines
+    `simplify` measures) stays within `tolerance` of every sample: between each two kept
+    samples, the worst one beyond it is added, until none is (or the bound is exceeded, and
+    the caller doubles the tolerance)."""
+    while len(kept) <= MAX_TRAJECTORY_POINTS:
+        curve = QuinticCurve.through(times[kept], positions[kept], None)
+        error = np.abs(curve.positions_at(times) - positions).max(axis=1)
+        segment = np.searchsorted(kept, np.arange(times.shape[0]), side="right")
+        worst: dict[int, int] = {}
+        for i in np.flatnonzero(error > tolerance):
+            s = int(segment[i])
+            if s not in worst or error[i] > error[worst[s]]:
+                worst[s] = int(i)
+        if not worst:
+            break
+        kept = np.union1d(kept, np.array(list(worst.values()), dtype=np.intp))
+    return kept
 
 
 def _distinct_times(times: Array, positions: Array) -> tuple[Array, Array]:
@@ -160,7 +182,7 @@ def _error(replay: ReplayGoal, trajectory: TimedTrajectory, setup: ArmSetup) -> 
     )
     scale = trajectory.duration / (goal.times[-1] - goal.times[0])
     columns = [setup.tree.joint_names.index(joint) for joint in goal.joints]
-    followed = np.array([curve.at(t * scale)[0][columns] for t in replay.times - goal.times[0]])
+    followed = curve.positions_at((replay.times - goal.times[0]) * scale)[:, columns]
     error = np.abs(followed - replay.positions)
     worst = int(np.argmax(error.max(axis=0)))
     return float(error.max()), goal.joints[worst]

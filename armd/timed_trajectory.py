@@ -100,21 +100,15 @@ def plan_trajectory(
         raise PlanningError("a trajectory's times must be strictly increasing")
     if not 0.0 < speed <= 1.0:
         raise PlanningError(f"speed: {speed} must be in (0, 1]")
-    if velocities is None:
-        velocities, accelerations = _clamped_spline(times, positions)
-    else:
-        velocities = np.asarray(velocities, dtype=float).copy()
-        velocities[0] = velocities[-1] = 0.0
-        accelerations = _central_differences(times, velocities)
-    curve = QuinticCurve(times, positions, velocities, accelerations)
+    curve = QuinticCurve.through(times, positions, velocities)
     q, dq, ddq, dddq = curve.dense()
     _check_bounds(q, bounds, joint_names, curve.segment_of_sample())
     scale, binding = _time_scale(dq, ddq, dddq, limits, speed, joint_names)
     trajectory = TimedTrajectory(
         times * scale,
         positions.copy(),
-        velocities / scale,
-        accelerations / scale**2,
+        curve.velocities / scale,
+        curve.accelerations / scale**2,
         limits.scaled(speed),
     )
     return TrajectoryPlan(trajectory, scale * speed, binding)
@@ -208,6 +202,8 @@ class QuinticCurve:
         self, times: Array, positions: Array, velocities: Array, accelerations: Array
     ) -> None:
         self.times = times
+        self.velocities = velocities
+        self.accelerations = accelerations
         h = np.diff(times)[:, None]
         p0, p1 = positions[:-1], positions[1:]
         v0, v1 = velocities[:-1], velocities[1:]
@@ -226,6 +222,31 @@ class QuinticCurve:
             ),
             axis=1,
         )
+
+    @classmethod
+    def through(cls, times: Array, positions: Array, velocities: Array | None) -> QuinticCurve:
+        """The curve through `positions` (m, n) at `times` (m,), at rest at both ends: with the
+        clamped cubic spline's velocities and accelerations, or with the given velocities and
+        their central differences (see the module docstring)."""
+        if velocities is None:
+            velocities, accelerations = _clamped_spline(times, positions)
+        else:
+            velocities = np.asarray(velocities, dtype=float).copy()
+            velocities[0] = velocities[-1] = 0.0
+            accelerations = _central_differences(times, velocities)
+        return cls(times, positions, velocities, accelerations)
+
+    def positions_at(self, t: Array) -> Array:
+        """q (k, n) at each of the k times `t` (clamped to the curve's span), at once."""
+        times = self.times
+        t = np.clip(t, 0.0, float(times[-1]))
+        i = np.minimum(np.searchsorted(times, t, side="right") - 1, times.shape[0] - 2)
+        tau = (t - times[i])[:, None]
+        c = self.coefficients[i]  # (k, 6, n)
+        q: Array = c[:, 0] + tau * (
+            c[:, 1] + tau * (c[:, 2] + tau * (c[:, 3] + tau * (c[:, 4] + tau * c[:, 5])))
+        )
+        return q
 
     def at(self, t: float) -> tuple[Array, Array, Array]:
         """q, q̇, q̈ at time t (clamped to the curve's span)."""

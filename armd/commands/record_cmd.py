@@ -39,6 +39,8 @@ __all__ = ["register"]
 
 STATE_WAIT_S = 2.0
 """Longest wait for one ``state`` message (the arm's current position), s."""
+FLUSH_S = 1.0
+"""How often the recording is flushed to its file, s."""
 LOOP_RATE = (
     "--rate loop: the loop's samples do not leave the daemon; it publishes `state` at the "
     "config's telemetry_hz ({hz:g} Hz). Raising telemetry_hz to the loop rate for a recording "
@@ -185,6 +187,7 @@ async def _read(
     """Write the arm's states and stream messages until cancelled; True when it went offline
     (then `stop` is set)."""
     due = -math.inf
+    flushed = time.monotonic()
     pending = list(early)
     while True:
         message = pending.pop(0) if pending else await client.next()
@@ -197,6 +200,9 @@ async def _read(
                     continue
                 due = max(due + 1.0 / hz, t)
             writer.write(body, received)
+            if received - flushed >= FLUSH_S:  # a reader of the file sees it grow
+                writer.flush()
+                flushed = received
         elif message.topic == "stream":
             streams.write(body, received)
         elif message.topic == "availability" and body != "online":
