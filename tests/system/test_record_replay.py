@@ -11,10 +11,11 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from armd.recording import read_recording
+from armd.recording import Recording, read_recording
 from tests.system.helpers import Rig, armd_command
 from tests.system.probe import WAIT_S, at_rest, joint_positions
 
@@ -57,7 +58,7 @@ def record_demo(arm: Rig, out: Path) -> np.ndarray:
         time.sleep(0.3)
     finally:
         recorder.send_signal(signal.SIGINT)  # Ctrl-C
-        stdout, stderr = recorder.communicate(timeout=WAIT_S)
+        _, stderr = recorder.communicate(timeout=WAIT_S)
     assert recorder.returncode == 0, stderr
     assert stderr.splitlines()[-1].startswith("recorded "), stderr
     return np.array([start[name] for name in JOINTS])
@@ -99,7 +100,7 @@ def test_a_recording_is_replayed_and_followed(arm: Rig, tmp_path: Path) -> None:
     assert error < TRACKING, (error, dry.stdout, done.stderr)
 
 
-def tracking_error(recording, followed: list[dict]) -> float:  # type: ignore[no-untyped-def,type-arg]
+def tracking_error(recording: Recording, followed: list[dict[str, Any]]) -> float:
     """The largest joint distance between the recording and the replay's measured states, with
     the replay's time shifted to fit best (its approach comes first; the clocks differ)."""
     columns = [recording.joints.index(name) for name in JOINTS]
