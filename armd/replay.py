@@ -1,8 +1,9 @@
 """`armd replay`'s work without I/O: a recording (`armd.recording`) made into a ``trajectory``
 goal that fits the goal's bounds, and the daemon's own checks of that goal run here.
 
-- `replay_goal` keeps the fewest samples whose straight lines stay within a tolerance of the
-  recorded positions, doubling the tolerance until the payload fits `MAX_TRAJECTORY_POINTS` and
+- `replay_goal` keeps the fewest samples from which the daemon's curve stays within a tolerance
+  of the recorded positions (`simplify`, then points added where the curve strays), raising the
+  tolerance (doubling, then bisecting) to the smallest that fits `MAX_TRAJECTORY_POINTS` and
   `MAX_PAYLOAD_BYTES`; values are rounded to 0.1 ms and 1e-5 rad (m), far below any drive's
   resolution. Velocities are not sent: the daemon's spline derives them from the positions.
 - `check_replay` is what the daemon does with the payload, by the same code: `parse_goal` (with
@@ -14,6 +15,7 @@ goal that fits the goal's bounds, and the daemon's own checks of that goal run h
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +43,7 @@ __all__ = ["Checked", "ReplayGoal", "check_replay", "replay_goal"]
 
 Array = NDArray[np.float64]
 TIME_DECIMALS, POSITION_DECIMALS = 4, 5
+FIT_STEPS = 6  # bisections of the tolerance between a fit and a misfit: within 12 % of the best
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,22 +84,36 @@ def replay_goal(
         )
     joints = tuple(recording.joints[i] for i in columns)
     times, positions = _distinct_times(recording.times, recording.positions[:, columns])
-    while True:
+
+    def fitted(tolerance: float) -> ReplayGoal | None:
         kept = _refined(times, positions, simplify(times, positions, tolerance), tolerance)
         goal = TrajectoryGoal(
             goal_id,
             joints,
             tuple(round(float(t), TIME_DECIMALS) for t in times[kept]),
-            tuple(
-                tuple(round(float(q), POSITION_DECIMALS) for q in row) for row in positions[kept]
-            ),
+            tuple(tuple(np.round(row, POSITION_DECIMALS).tolist()) for row in positions[kept]),
             None,
             speed,
         )
         payload = encode(goal_json(goal))
-        if len(kept) <= MAX_TRAJECTORY_POINTS and len(payload) <= MAX_PAYLOAD_BYTES:
-            return ReplayGoal(goal, payload, tolerance, times, positions)
-        tolerance *= 2.0
+        if len(kept) > MAX_TRAJECTORY_POINTS or len(payload) > MAX_PAYLOAD_BYTES:
+            return None
+        return ReplayGoal(goal, payload, tolerance, times, positions)
+
+    found = fitted(tolerance)
+    if found is not None:
+        return found
+    low, high = tolerance, 2.0 * tolerance  # doubling, then bisection (in log) between them
+    while (found := fitted(high)) is None:
+        low, high = high, 2.0 * high
+    for _ in range(FIT_STEPS):
+        middle = math.sqrt(low * high)
+        better = fitted(middle)
+        if better is None:
+            low = middle
+        else:
+            found, high = better, middle
+    return found
 
 
 def _refined(
