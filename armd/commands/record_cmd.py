@@ -296,10 +296,11 @@ def _dry_run(setup: ArmSetup, file: Path, replay: ReplayGoal) -> int:
             return await _current(client, setup)
 
     try:
-        current = asyncio.run(read_current())
+        current, why = asyncio.run(read_current()), f"no state within {STATE_WAIT_S:g} s"
     except (ArmOfflineError, aiomqtt.MqttError, OSError) as exc:
-        print(f"note: no current state ({exc}); planned from the first point", file=sys.stderr)
-        current = None
+        current, why = None, str(exc)
+    if current is None:
+        print(f"note: {why}; planned from the first point, without the approach", file=sys.stderr)
     checked = check_replay(replay, setup, current)
     _report(file, replay, checked, sys.stdout)
     return EXIT_OK if checked.reason is None else EXIT_FAILURE
