@@ -173,7 +173,10 @@ class Planner:
         commanded = sample.commanded_position
         assert commanded is not None
         names = self.tree.joint_names
-        columns = [names.index(joint) for joint in goal.joints]
+        columns = [names.index(joint) for joint in goal.joints]  # `armd.payloads` checked them
+        shapes = {len(row) for row in (*goal.positions, *(goal.velocities or ()))}
+        if shapes != {len(columns)} or len(goal.positions) != len(goal.times):
+            raise Rejected("points: one position (and velocity) per joint for every point")
         positions = np.tile(commanded, (len(goal.times), 1))
         positions[:, columns] = goal.positions
         velocities = None
@@ -196,7 +199,7 @@ class Planner:
         except PlanningError as exc:
             raise Rejected(str(exc)) from None
         duration = plan.trajectory.duration
-        if duration > MAX_MOTION_DURATION_S:
+        if not duration <= MAX_MOTION_DURATION_S:
             raise Rejected(
                 f"points: the trajectory would take {duration:.6g} s at this speed within the "
                 f"limits (at most {MAX_MOTION_DURATION_S:g} s)"

@@ -19,6 +19,7 @@ Arrays are in q order: rad (m), rad/s, rad/s²; times in s from the first point.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -95,13 +96,17 @@ def plan_trajectory(
         raise PlanningError("a trajectory needs at least 2 points of the same joints")
     if not (np.all(np.isfinite(times)) and np.all(np.isfinite(positions))):
         raise PlanningError("a trajectory's times and positions must be finite")
-    times = times - times[0]
-    if not np.all(np.diff(times) > 0.0):
-        raise PlanningError("a trajectory's times must be strictly increasing")
+    with np.errstate(over="ignore"):  # 1e308 apart: an infinite span, refused just below
+        times = times - times[0]
+    if not (np.all(np.diff(times) > 0.0) and np.isfinite(times[-1])):
+        raise PlanningError("a trajectory's times must be strictly increasing, finite spans")
     if not 0.0 < speed <= 1.0:
         raise PlanningError(f"speed: {speed} must be in (0, 1]")
-    curve = QuinticCurve.through(times, positions, velocities)
-    q, dq, ddq, dddq = curve.dense()
+    with np.errstate(all="ignore"):  # overflows become infinities, refused just below
+        curve = QuinticCurve.through(times, positions, velocities)
+        q, dq, ddq, dddq = curve.dense()
+    if not all(np.all(np.isfinite(x)) for x in (q, dq, ddq, dddq)):  # e.g. 1e308 apart
+        raise PlanningError("the curve through the points overflows: points too far apart")
     _check_bounds(q, bounds, joint_names, curve.segment_of_sample())
     scale, binding = _time_scale(dq, ddq, dddq, limits, speed, joint_names)
     trajectory = TimedTrajectory(
@@ -149,6 +154,8 @@ def _time_scale(
         ((kind, int(np.argmax(r)), float(np.max(r))) for kind, r in ratios.items()),
         key=lambda item: item[2],
     )
+    if not math.isfinite(needed):
+        raise PlanningError(f"no time scaling keeps the trajectory within the {kind} limits")
     if needed <= 1.0 / speed:
         return 1.0 / speed, None
     return needed, f"the {kind} limit of {joint_names[joint]}"
