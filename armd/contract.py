@@ -19,6 +19,7 @@ from armd.messages import (
     Goal,
     JointsGoal,
     KeypointsGoal,
+    NamedGoal,
     PoseGoal,
     StatusUpdate,
     StopGoal,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_TRAJECTORY_POINTS",
     "MIN_POINT_INTERVAL_S",
     "MIN_SPEED",
+    "MODEL",
     "OFFLINE",
     "ONLINE",
     "STATE",
@@ -71,7 +73,8 @@ GOAL = Topic("goal", inbound=True, qos=1, retain=False)
 GOAL_STATUS = Topic("goal/status", inbound=False, qos=1, retain=False)
 ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT)
+MODEL = Topic("model", inbound=False, qos=1, retain=True)  # the arm's description, on connecting
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, MODEL)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -88,7 +91,7 @@ MAX_MOTION_DURATION_S = 3600.0  # s: a longer motion is refused (`armd.moves`), 
 # `armd replay` simplifies longer recordings to fit and reports the error that costs.
 MAX_TRAJECTORY_POINTS = 1000
 MIN_POINT_INTERVAL_S = 0.001  # s between points: one tick at 1 kHz; closer ones add nothing
-GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "trajectory", "stop")
+GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "named", "trajectory", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +104,7 @@ class Topics:
     goal_status: str
     estop: str
     fault: str
+    model: str
 
     @classmethod
     def for_arm(cls, arm_name: str) -> Topics:
@@ -169,6 +173,8 @@ def goal_json(goal: Goal) -> dict[str, Any]:
         document["motion"] = goal.motion
     elif isinstance(goal, JointsGoal):
         document |= {"type": "joints", "positions": dict(goal.positions)}
+    elif isinstance(goal, NamedGoal):
+        document |= {"type": "named", "name": goal.name}
     elif isinstance(goal, KeypointsGoal):
         points = {link: list(p) for link, p in zip(goal.links, goal.points, strict=True)}
         document |= {"type": "keypoints", "points": points}

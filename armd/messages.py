@@ -21,6 +21,7 @@ __all__ = [
     "JointsGoal",
     "KeypointsGoal",
     "Mode",
+    "NamedGoal",
     "PoseGoal",
     "Rejection",
     "StatusUpdate",
@@ -138,6 +139,16 @@ class GripperGoal:
 
 
 @dataclass(frozen=True, slots=True)
+class NamedGoal:
+    """Move to the named pose `name` of the config's ``poses`` (joints it does not name keep their
+    commanded position)."""
+
+    goal_id: str
+    name: str
+    speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class TrajectoryGoal:
     """Follow timed waypoints of the named `joints` (the others keep their commanded position):
     at `times` (s, strictly increasing; only differences count), `positions` (one row per time,
@@ -152,7 +163,7 @@ class TrajectoryGoal:
     speed: float = 1.0
 
 
-Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | TrajectoryGoal | StopGoal
+Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | TrajectoryGoal | StopGoal
 
 
 @dataclass(frozen=True, slots=True)

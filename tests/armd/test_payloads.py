@@ -105,12 +105,15 @@ MALFORMED: list[tuple[str, bytes | str, str | None, str]] = [
     ("duplicate-key", '{"id": "d", "type": "stop", "type": "pose"}', "d",
      "duplicate key(s) in the JSON object: 'type'"),
     ("missing-type", '{"id": "a"}', "a",
-     "type: required field is missing; one of 'pose', 'joints', 'keypoints', 'gripper', "
+     "type: required field is missing; one of "
+     "'pose', 'joints', 'keypoints', 'gripper', 'named', "
      "'trajectory', 'stop'"),
     ("unknown-type", '{"id": "a", "type": "dance"}', "a",
-     "type: 'dance' must be one of 'pose', 'joints', 'keypoints', 'gripper', 'trajectory', 'stop'"),
+     "type: 'dance' must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', "
+     "'trajectory', 'stop'"),
     ("type-not-string", '{"id": "a", "type": 1}', "a",
-     "type: 1 must be one of 'pose', 'joints', 'keypoints', 'gripper', 'trajectory', 'stop'"),
+     "type: 1 must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', "
+     "'trajectory', 'stop'"),
     ("missing-id", '{"type": "pose", "position": [1, 2, 3]}', None,
      "id: required field is missing; it must be a non-empty string of at most 128 characters"),
     ("empty-id", '{"id": "", "type": "stop"}', None,
