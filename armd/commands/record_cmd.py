@@ -130,24 +130,29 @@ async def _recording(client: ArmClient, out: Path, hz: float | None, duration: f
 
     early = await client.require_online()
     await client.client.subscribe(f"armd/{client.arm_name}/stream", qos=0)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    print(f"recording {client.topics.state} to {out}; Ctrl-C ends it", file=sys.stderr)
     with ExitStack() as files:
-        writer = StateWriter(files.enter_context(open_text(out, "w")))
-        streams = _StreamFile(stream_path(out), files)
-        reader = asyncio.create_task(_read(client, early, writer, streams, hz, stop))
         try:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), duration)
+            writer = StateWriter(files.enter_context(open_text(out, "w")))
+        except OSError as exc:
+            say_error(f"record: --out: {exc}")
+            return EXIT_FAILURE
+        streams = _StreamFile(stream_path(out), files)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"recording {client.topics.state} to {out}; Ctrl-C ends it", file=sys.stderr)
+        reader = asyncio.create_task(_read(client, early, writer, streams, hz))
+        stopped = asyncio.create_task(stop.wait())
+        try:  # until Ctrl-C, the duration, or the reader ends (offline, or the broker lost)
+            await asyncio.wait({reader, stopped}, timeout=duration, return_when="FIRST_COMPLETED")
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
+            stopped.cancel()
             reader.cancel()
             with suppress(asyncio.CancelledError):
-                await reader
+                await reader  # a broker error is raised here, once the file is complete
         span = (writer.last_t or 0.0) - (writer.first_t or 0.0)
         print(f"recorded {writer.rows} states over {span:.2f} s to {out}", file=sys.stderr)
         if streams.count:
@@ -182,11 +187,10 @@ async def _read(
     writer: StateWriter,
     streams: _StreamFile,
     hz: float | None,
-    stop: asyncio.Event,
 ) -> bool:
-    """Write the arm's states and stream messages until cancelled; True when it went offline
-    (then `stop` is set)."""
-    due = -math.inf
+    """Write the arm's states and stream messages until cancelled; True when the arm went
+    offline."""
+    slot = -math.inf  # at --rate HZ, the first state of each 1/HZ slot of the daemon's clock
     flushed = time.monotonic()
     pending = list(early)
     while True:
@@ -196,9 +200,9 @@ async def _read(
         if message.topic == "state" and isinstance(body, dict):
             t = body.get("t")
             if hz is not None and isinstance(t, int | float):
-                if t < due:
+                if math.floor(t * hz) == slot:
                     continue
-                due = max(due + 1.0 / hz, t)
+                slot = math.floor(t * hz)
             writer.write(body, received)
             if received - flushed >= FLUSH_S:  # a reader of the file sees it grow
                 writer.flush()
@@ -206,7 +210,6 @@ async def _read(
         elif message.topic == "stream":
             streams.write(body, received)
         elif message.topic == "availability" and body != "online":
-            stop.set()
             return True
 
 

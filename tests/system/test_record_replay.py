@@ -146,3 +146,31 @@ def test_record_refuses_the_loop_rate_with_the_reason(arm: Rig, tmp_path: Path) 
         "armd: error: record: --rate loop: the loop's samples do not leave the daemon"
     ), done.stderr
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_record_for_a_duration_at_a_rate_with_the_stream_beside(arm: Rig, tmp_path: Path) -> None:
+    out = tmp_path / "rated.csv"
+    recorder = subprocess.Popen(
+        armd_command("record", "--config", arm.config, "--out", out, "--rate", "10",
+                     "--duration", "2"),
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert recorder.stderr is not None
+    assert recorder.stderr.readline().startswith("recording ")
+    for n in range(3):
+        arm.probe.publish("stream", json.dumps({"seq": n}), qos=1)
+    _, stderr = recorder.communicate(timeout=WAIT_S)
+    assert recorder.returncode == 0, stderr
+    recording = read_recording(out)
+    rows, span = recording.times.shape[0], recording.times[-1]
+    assert span >= 1.0
+    assert 10 <= rows <= span * 10 + 2, recording.times  # one state per 0.1 s slot (of 25 Hz)
+    lines = (tmp_path / "rated.stream.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["payload"] for line in lines] == [{"seq": n} for n in range(3)]
+    assert stderr.splitlines()[-1] == f"recorded 3 stream messages to {tmp_path}/rated.stream.jsonl"
+
+
+def test_record_into_a_missing_folder_fails_with_one_line(arm: Rig, tmp_path: Path) -> None:
+    done = armd("record", "--config", arm.config, "--out", tmp_path / "no" / "x.csv")
+    assert done.returncode == 1, done
+    assert done.stderr.splitlines()[-1].startswith("armd: error: record: --out: [Errno 2]")
