@@ -321,3 +321,19 @@ async def test_the_loop_refuses_a_malformed_trajectory_command() -> None:
     assert rig.statuses[-1].status is GoalStatus.ABORTED
     assert rig.statuses[-1].reason == "trajectory: velocities must be 2 × 6 finite numbers"
     assert not rig.loop.moving
+
+
+def test_given_velocities_are_followed_at_the_points() -> None:
+    times = np.array([0.0, 1.0, 2.0, 3.0])
+    positions = np.array([[0.0], [0.5], [1.2], [1.4]])
+    velocities = np.array([[0.0], [0.6], [0.5], [0.0]])
+    limits = MotionLimits(np.full(1, 2.0), np.full(1, 8.0), np.full(1, 160.0))
+    bounds = (np.full(1, -3.0), np.full(1, 3.0))
+    plan = plan_trajectory(times, positions, velocities, limits, 0.5, bounds, ("a",))
+    assert plan.slowdown == 1.0  # speed 0.5 is slow enough: twice as long, nothing more
+    knots = plan.trajectory
+    curve = QuinticCurve(knots.times, knots.positions, knots.velocities, knots.accelerations)
+    for t, q, v in zip(times * 2.0, positions, velocities, strict=True):
+        at = curve.at(float(t))
+        np.testing.assert_allclose(at[0], q, atol=1e-12)
+        np.testing.assert_allclose(at[1], v / 2.0, atol=1e-12)  # time twice as slow
