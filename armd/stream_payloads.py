@@ -25,15 +25,10 @@ from armd.messages import (
     StreamPose,
     StreamTwist,
 )
+from armd.payload_types import Coordinate, Finite, GoalId, JointValue, Name, Payload
 from armd.payloads import (
-    Coordinate,
-    Finite,
-    GoalId,
-    JointValue,
-    Name,
     _decode,
     _link_and_orientation,
-    _Payload,
     _recover_id,
     _unknown_joints,
     _validate,
@@ -48,7 +43,7 @@ Speed = Annotated[
 Vector = tuple[Speed, Speed, Speed]
 
 
-class _JointsModel(_Payload):
+class _JointsModel(Payload):
     id: GoalId = DEFAULT_STREAM_ID
     seq: Seq
     type: Literal["joints"]
@@ -56,7 +51,7 @@ class _JointsModel(_Payload):
     velocities: dict[Name, JointValue] | None = None
 
 
-class _PoseModel(_Payload):
+class _PoseModel(Payload):
     id: GoalId = DEFAULT_STREAM_ID
     seq: Seq
     type: Literal["pose"]
@@ -65,7 +60,7 @@ class _PoseModel(_Payload):
     link: Name | None = None
 
 
-class _TwistModel(_Payload):
+class _TwistModel(Payload):
     id: GoalId = DEFAULT_STREAM_ID
     seq: Seq
     type: Literal["twist"]
@@ -74,7 +69,7 @@ class _TwistModel(_Payload):
     frame: Literal["root", "tool"] = "root"
 
 
-class _EndModel(_Payload):
+class _EndModel(Payload):
     id: GoalId = DEFAULT_STREAM_ID
     seq: Seq
     type: Literal["end"]
