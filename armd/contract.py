@@ -40,6 +40,7 @@ __all__ = [
     "OFFLINE",
     "ONLINE",
     "STATE",
+    "STREAM",
     "TOPICS",
     "Topic",
     "Topics",
@@ -67,7 +68,8 @@ GOAL = Topic("goal", inbound=True, qos=1, retain=False)
 GOAL_STATUS = Topic("goal/status", inbound=False, qos=1, retain=False)
 ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT)
+STREAM = Topic("stream", inbound=True, qos=0, retain=False)  # targets at loop rate: the newest wins
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -91,6 +93,7 @@ class Topics:
     goal_status: str
     estop: str
     fault: str
+    stream: str
 
     @classmethod
     def for_arm(cls, arm_name: str) -> Topics:

@@ -21,6 +21,7 @@ from armd.contract import (
     MAX_JOINT_POSITION,
     MIN_SPEED,
     STATE,
+    STREAM,
     TOPICS,
     Topics,
     encode,
@@ -52,12 +53,13 @@ def test_the_topic_table() -> None:
         "armd/arm-1/goal/status",
         "armd/arm-1/estop",
         "armd/arm-1/fault",
+        "armd/arm-1/stream",
     ]
     assert (topics.goal_status, topics.name(GOAL_STATUS)) == ("armd/arm-1/goal/status",) * 2
-    assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP]
+    assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP, STREAM]
     assert [t for t in TOPICS if t.retain] == [AVAILABILITY, FAULT]
-    assert STATE.qos == 0
-    assert all(t.qos == 1 for t in TOPICS if t is not STATE)
+    assert STATE.qos == STREAM.qos == 0
+    assert all(t.qos == 1 for t in TOPICS if t not in (STATE, STREAM))
 
 
 def test_json_forms_of_the_outbound_values() -> None:
