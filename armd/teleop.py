@@ -72,15 +72,20 @@ def stale_s(setup: LeaderSetup) -> float:
 
 
 async def run_leader(
-    setup: LeaderSetup, settings: MqttSettings, stop: asyncio.Event, stream_id: str
+    setup: LeaderSetup,
+    settings: MqttSettings,
+    stop: asyncio.Event,
+    stream_id: str,
+    hardware: ArmHardware | None = None,
 ) -> LeaderStats:
-    """Stream the leader to the follower until `stop` is set (see the module docstring).
+    """Stream the leader to the follower until `stop` is set (see the module docstring), from
+    `hardware` (default: the leader config's drivers; tests pass drivers they inspect).
 
     Raises `DriverError` when the leader's drivers cannot be opened or never answer,
     `ArmOfflineError` when the follower is not online, `aiomqtt.MqttError` for the broker."""
-    hardware = ArmHardware(
-        {name: d.build() for name, d in setup.arm.drivers.items()}, setup.arm.transmission
-    )
+    if hardware is None:
+        drivers = {name: d.build() for name, d in setup.arm.drivers.items()}
+        hardware = ArmHardware(drivers, setup.arm.transmission)
     await hardware.open()  # never enabled: torque off, writes refused
     try:
         await _first_read(hardware)

@@ -102,8 +102,12 @@ def _run(args: argparse.Namespace) -> int:
     from armd.lock import InstanceLock
     from armd.teleop import follower_settings, run_leader
 
-    arm = load_config(args.config)
+    arm = load_config(args.config, kernels=False)
     setup = leader_setup(arm, args.follower, args.rate)
+    if setup.mapping != "joint":  # FK and the chain mapping: compiled before the first reading
+        from kinematics.compiled import load_kernels
+
+        load_kernels()
     settings = follower_settings(setup, host, port)
     stream_id = args.id or arm.name
     interrupted: list[int] = []
