@@ -9,7 +9,7 @@ CONFIG ?= config/sim.yaml
 MQTT_HOST ?= 127.0.0.1
 MQTT_PORT ?= 1883
 
-.PHONY: all venv kernels run test lint typecheck pytest bench soak clean
+.PHONY: all venv kernels ha-peer run test lint typecheck pytest bench soak clean
 
 all: test
 
@@ -27,6 +27,18 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 venv: $(STAMP)
+
+# Home Assistant itself, in a virtual environment of its own, as a test peer: its MQTT discovery
+# code checks the discovery configs armd publishes (tests/peers/ha_discovery.py). 2024.3 is the
+# last release for Python 3.11; paho-mqtt as its MQTT integration pins it.
+HA_VENV := .venv-ha
+$(HA_VENV)/.installed:
+	@scripts/heartbeat.sh "installing Home Assistant 2024.3 into $(HA_VENV), a test peer (~2 min the first time)" \
+		sh -c "rm -rf $(HA_VENV) && $(PYTHON) -m venv $(HA_VENV) \
+			&& $(HA_VENV)/bin/python -m pip install --quiet 'homeassistant==2024.3.3' 'paho-mqtt==1.6.1'"
+	@touch $@
+
+ha-peer: $(HA_VENV)/.installed
 
 # numba compiles the kinematics kernels once per machine (~30 s, with progress) into its cache;
 # afterwards this step only checks the cache (~1 s).
@@ -48,7 +60,7 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(BIN)/pytest -q
 
-test: kernels
+test: kernels ha-peer
 	@scripts/ensure-mosquitto.sh --installed
 	$(MAKE) --no-print-directory lint typecheck pytest
 
@@ -65,4 +77,4 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(HA_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis

@@ -176,6 +176,7 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
         limits = {**limits, **calibrated.limits} if calibrated else limits
     tree = checked.tree.with_limits(limits)
     _check_gripper(config, tree, problems)
+    _check_poses(config, tree, problems)
     if problems.items:
         raise problems.error()
     if kernels:
@@ -203,6 +204,23 @@ def _check_gripper(config: ArmConfig, tree: KinematicTree, problems: Problems) -
                 ("gripper", option),
                 f"{value:g} is outside the joint's limits [{limit.lower:g}, {limit.upper:g}]",
             )
+
+
+def _check_poses(config: ArmConfig, tree: KinematicTree, problems: Problems) -> None:
+    """Every named pose names driven joints, within their limits: a pose is a goal checked once,
+    when the config is read, and again (as any goal) when it is sent."""
+    for name, positions in config.poses.items():
+        for joint, value in positions.items():
+            if joint not in config.joints:
+                known = ", ".join(config.joints)
+                problems.add(("poses", name, joint), f"is not a driven joint; joints: {known}")
+                continue
+            limit = tree.limits[joint]
+            if not limit.lower <= value <= limit.upper:
+                problems.add(
+                    ("poses", name, joint),
+                    f"{value:g} is outside the joint's limits [{limit.lower:g}, {limit.upper:g}]",
+                )
 
 
 def _setup(

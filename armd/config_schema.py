@@ -17,6 +17,7 @@ from typing import Annotated, Literal, Self, Union, get_args, get_origin
 from pydantic import (
     BaseModel,
     Field,
+    StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -51,6 +52,8 @@ DEFAULT_JERK_PER_ACCELERATION = 20.0
 """A joint without a jerk limit gets 20 × its acceleration limit (rad/s³ per rad/s², i.e. 1/s)."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
+# A named pose's name: a ``named`` goal's `name`, part of Home Assistant's button ids.
+PoseName = Annotated[str, StringConstraints(pattern=f"^{_NAME.pattern}$", max_length=64)]
 
 
 class LimitsConfig(_Section):
@@ -102,6 +105,17 @@ class GripperConfig(_Section):
         if closed == info.data.get("open"):
             raise ValueError(f"{closed:g} must differ from open")
         return closed
+
+
+class HomeAssistantConfig(_Section):
+    """Home Assistant's MQTT discovery (docs/home-assistant.md)."""
+
+    discovery: bool = Field(True, description="announce the arm as a device with its entities")
+    prefix: str = Field(
+        "homeassistant",
+        pattern=r"^[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*$",
+        description="Home Assistant's discovery_prefix",
+    )
 
 
 class JointConfig(_Section):
@@ -253,8 +267,14 @@ class ArmConfig(_Section):
     leader: LeaderConfig | None = Field(
         None, description="as a leader arm for `armd leader` (docs/teleoperation.md); null: none"
     )
+    home_assistant: HomeAssistantConfig | None = Field(
+        None, description="Home Assistant MQTT discovery; null: none"
+    )
+    poses: dict[PoseName, dict[str, Annotated[float, Field(allow_inf_nan=False)]]] = Field(
+        {}, description="named poses: name: {joint: position}, for ``named`` goals"
+    )
 
-    @field_validator("fixed_joints", "safety", "motion", "mqtt", mode="before")
+    @field_validator("fixed_joints", "safety", "motion", "mqtt", "poses", mode="before")
     @classmethod
     def _empty_section(cls, value: object) -> object:
         """A section whose options are all commented out reads as null: use its defaults."""
@@ -286,6 +306,13 @@ _HINTS: dict[Loc, str] = {
 }
 
 
+_NOT_TEXT = "must be a string"
+_KEY_PROBLEMS = {  # keys chosen by the user (pose names): what the pydantic error meant
+    "string_pattern_mismatch": "may contain only letters, digits, '_' and '-'",
+    "string_too_long": "is longer than {max_length} characters",
+}
+
+
 def describe_errors(
     error: ValidationError,
     root: type[BaseModel],
@@ -303,7 +330,8 @@ def describe_errors(
         loc: Loc = prefix + tuple(details["loc"])
         if loc and loc[-1] == "[key]":
             shown = reasons.show_yaml(details["input"])
-            out.append((loc[:-1], f"key {shown} must be a string"))
+            problem = _KEY_PROBLEMS.get(details["type"], _NOT_TEXT)
+            out.append((loc[:-1], f"key {shown} {problem.format(**details.get('ctx', {}))}"))
             continue
         out.append((loc, _message(details, _model_at(root, params_models, loc[:-1]), loc)))
     return out

@@ -19,6 +19,7 @@ from armd.messages import (
     Goal,
     JointsGoal,
     KeypointsGoal,
+    NamedGoal,
     PoseGoal,
     StatusUpdate,
     StopGoal,
@@ -37,6 +38,7 @@ __all__ = [
     "MAX_JOINT_POSITION",
     "MAX_PAYLOAD_BYTES",
     "MIN_SPEED",
+    "MODEL",
     "OFFLINE",
     "ONLINE",
     "STATE",
@@ -68,8 +70,9 @@ GOAL = Topic("goal", inbound=True, qos=1, retain=False)
 GOAL_STATUS = Topic("goal/status", inbound=False, qos=1, retain=False)
 ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
+MODEL = Topic("model", inbound=False, qos=1, retain=True)  # the arm's description, on connecting
 STREAM = Topic("stream", inbound=True, qos=0, retain=False)  # targets at loop rate: the newest wins
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM)
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, MODEL, STREAM)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -80,7 +83,7 @@ MAX_ID_LENGTH = 128
 MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruckig cannot plan with
 MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
 MAX_JOINT_POSITION = 1000.0  # rad or m
-GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "stop")
+GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "named", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,7 @@ class Topics:
     goal_status: str
     estop: str
     fault: str
+    model: str
     stream: str
 
     @classmethod
@@ -162,6 +166,8 @@ def goal_json(goal: Goal) -> dict[str, Any]:
         document["motion"] = goal.motion
     elif isinstance(goal, JointsGoal):
         document |= {"type": "joints", "positions": dict(goal.positions)}
+    elif isinstance(goal, NamedGoal):
+        document |= {"type": "named", "name": goal.name}
     elif isinstance(goal, KeypointsGoal):
         points = {link: list(p) for link, p in zip(goal.links, goal.points, strict=True)}
         document |= {"type": "keypoints", "points": points}

@@ -27,12 +27,15 @@ import signal
 import numpy as np
 
 from armd.config import ArmSetup
+from armd.contract import Topics, encode
 from armd.control_client import ControlClient
 from armd.errors import ArmdError
 from armd.goals import GoalPipeline, Gripper, PlanSettings
+from armd.homeassistant import discovery_messages
 from armd.lock import InstanceLock
 from armd.loop import SHUTDOWN_STOP_TIMEOUT_S
 from armd.messages import EstopCommand, Goal, Mode, StatusUpdate, Telemetry
+from armd.model_topic import model_json
 from armd.mqtt import MqttBridge
 from armd.notify import SystemdNotifier
 from armd.protocol import (
@@ -75,6 +78,7 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
         joint_tolerance=safety.joint_tolerance,
         poll_s=1.0 / setup.loop_hz,
         gripper=_gripper(setup),
+        poses=setup.config.poses,
     )
 
 
@@ -83,6 +87,16 @@ def _gripper(setup: ArmSetup) -> Gripper | None:
     if gripper is None:
         return None
     return Gripper(gripper.joint, gripper.open, gripper.closed, gripper.max_effort, gripper.effort)
+
+
+def announcements(setup: ArmSetup) -> list[tuple[str, bytes]]:
+    """The retained documents published on every connection: the arm's ``model`` and, when the
+    config asks for it, Home Assistant's discovery configs."""
+    messages = [(Topics.for_arm(setup.name).model, encode(model_json(setup)))]
+    home_assistant = setup.config.home_assistant
+    if home_assistant is not None and home_assistant.discovery:
+        messages += discovery_messages(setup, home_assistant.prefix)
+    return messages
 
 
 class Daemon:
@@ -100,6 +114,7 @@ class Daemon:
             on_goal=self._on_goal,
             on_estop=self.estop,
             on_connection_change=self.broker_connection,
+            announcements=announcements(setup),
         )
         self.statuses = StatusLedger(self.bridge.publish_status)
         self.control = ControlClient(

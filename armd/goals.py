@@ -23,6 +23,7 @@ from armd.messages import (
     GripperGoal,
     JointsGoal,
     Mode,
+    NamedGoal,
     PoseGoal,
     StatusUpdate,
     StopGoal,
@@ -96,7 +97,7 @@ class GoalPipeline:
         if isinstance(goal, StopGoal):
             self.port.send(Stop(goal.goal_id))
             return
-        if isinstance(goal, JointsGoal | GripperGoal):  # microseconds: here, without a hand-off
+        if isinstance(goal, JointsGoal | GripperGoal | NamedGoal):  # planned here: microseconds
             try:
                 request = self.plan(goal)
             except Exception as exc:

@@ -21,6 +21,7 @@ __all__ = [
     "JointsGoal",
     "KeypointsGoal",
     "Mode",
+    "NamedGoal",
     "PoseGoal",
     "Rejection",
     "StatusUpdate",
@@ -136,7 +137,17 @@ class GripperGoal:
     speed: float = 1.0
 
 
-Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | StopGoal
+@dataclass(frozen=True, slots=True)
+class NamedGoal:
+    """Move to the named pose `name` of the config's ``poses`` (joints it does not name keep their
+    commanded position)."""
+
+    goal_id: str
+    name: str
+    speed: float = 1.0
+
+
+Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | StopGoal
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
 """The MQTT bridge: the daemon's side of the contract in docs/mqtt.md (topics ``armd/<name>/...``).
 
-`MqttBridge.run` is one long-lived task. Per connection it publishes ``availability`` ``online``
-(retained, QoS 1; the Last Will says ``offline``), republishes the retained ``fault`` (or an empty
-payload that clears it), subscribes to ``goal`` and ``estop`` (QoS 1) and then, concurrently:
+`MqttBridge.run` is one long-lived task. Per connection it publishes the `announcements`
+(retained documents: the arm's ``model``, Home Assistant's discovery configs), then
+``availability`` ``online`` (retained, QoS 1; the Last Will says ``offline``), republishes the
+retained ``fault`` (or an empty payload that clears it), subscribes to ``goal`` and ``estop``
+(QoS 1) and then, concurrently:
 
 - parses every inbound message as paho reads it and hands goals and e-stop commands to the
   daemon's callbacks, synchronously and in arrival order (`armd.mqtt_inbound`; nothing queues
@@ -33,7 +35,7 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 
 from armd.broker import MqttSettings, reconnect_delay_s
 from armd.contract import (
@@ -42,6 +44,7 @@ from armd.contract import (
     FAULT,
     GOAL,
     GOAL_STATUS,
+    MODEL,
     OFFLINE,
     ONLINE,
     STATE,
@@ -84,6 +87,8 @@ class MqttBridge:
     to the goal pipeline / safety layer and return). `on_connection_change(True)` is called once
     the bridge is online and subscribed, `(False)` when that ends. Goals are validated against
     `joint_names` and `link_names`; pose goals without a link get `default_link`.
+    `announcements` are (topic, payload) pairs published retained at QoS 1 on every connection,
+    before ``online``: a client that sees the arm online finds them there.
     """
 
     def __init__(
@@ -96,9 +101,11 @@ class MqttBridge:
         on_goal: Callable[[Goal], None],
         on_estop: Callable[[EstopCommand], None],
         on_connection_change: Callable[[bool], None] | None = None,
+        announcements: Sequence[tuple[str, bytes]] = (),
         rng: random.Random | None = None,
     ) -> None:
         self.settings = settings
+        self._announcements = tuple(announcements)
         self.topics = Topics.for_arm(settings.arm_name)
         self._inbound = Inbound(
             self.topics,
@@ -220,6 +227,8 @@ class MqttBridge:
             await self._goodbye(session)
             return
         self._handed_over = -1  # those handed to an earlier connection are sent again
+        for topic, payload in self._announcements:
+            await session.publish(MODEL, payload, name=topic)  # MODEL's flags: QoS 1, retained
         await session.publish(AVAILABILITY, ONLINE)
         await self._publish_fault(session, force=True)
         refused = await session.subscribe((GOAL, ESTOP))

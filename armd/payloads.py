@@ -48,6 +48,7 @@ from armd.messages import (
     GripperGoal,
     JointsGoal,
     KeypointsGoal,
+    NamedGoal,
     PoseGoal,
     Rejection,
     StopGoal,
@@ -120,6 +121,13 @@ class _GripperModel(_Payload):
     speed: Speed = 1.0
 
 
+class _NamedModel(_Payload):
+    id: GoalId
+    type: Literal["named"]
+    name: Annotated[str, Strict(), Field(min_length=1, max_length=MAX_ID_LENGTH)]
+    speed: Speed = 1.0
+
+
 class _StopModel(_Payload):
     id: GoalId | None = None
     type: Literal["stop"]
@@ -162,6 +170,11 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
         return _keypoints(document, goal_id, link_names)
     if goal_type == "gripper":
         return _gripper(document, goal_id)
+    if goal_type == "named":  # the planner knows the poses: an unknown name is refused there
+        named = _validate(_NamedModel, document, goal_id)
+        if isinstance(named, Rejection):
+            return named
+        return NamedGoal(named.id, named.name, named.speed)
     model = _validate(_StopModel, document, goal_id)
     return model if isinstance(model, Rejection) else StopGoal(goal_id=model.id)
 

@@ -10,12 +10,13 @@ between goals: `armd.goals` runs it (pose and keypoints goals in a worker thread
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
-from armd.messages import GripperGoal, JointsGoal, KeypointsGoal, PoseGoal
+from armd.messages import GripperGoal, JointsGoal, KeypointsGoal, NamedGoal, PoseGoal
 from armd.protocol import FollowPath, Grip, Move, MoveTo, Sample
 from armd.trajectory import MotionLimits, PlanningError, plan_path
 from kinematics import KinematicsError, KinematicTree, Pose
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 Array = NDArray[np.float64]
-Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal
+Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal
 PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
 MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm step
 # rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
@@ -69,6 +70,7 @@ class PlanSettings:
     joint_tolerance: float = 0.005  # rad: the loop's success tolerance for joint targets
     poll_s: float = 0.004  # s: how often a linear goal looks whether the arm is at rest
     gripper: Gripper | None = None
+    poses: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # the config's, checked
 
 
 class Rejected(Exception):  # noqa: N818 (an outcome carried through the planner, not an error)
@@ -91,6 +93,8 @@ class Planner:
         try:
             if isinstance(goal, JointsGoal):
                 return self._plan_joints(goal, sample)
+            if isinstance(goal, NamedGoal):
+                return self._plan_joints(self._named(goal), sample)
             if isinstance(goal, GripperGoal):
                 return self._plan_gripper(goal, sample)
             if isinstance(goal, KeypointsGoal):
@@ -112,6 +116,13 @@ class Planner:
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
         return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+
+    def _named(self, goal: NamedGoal) -> JointsGoal:
+        poses = self.settings.poses
+        if goal.name not in poses:
+            known = ", ".join(repr(name) for name in poses) or "none (config: poses)"
+            raise Rejected(f"name: {goal.name!r} is not a named pose of this arm; poses: {known}")
+        return JointsGoal(goal.goal_id, poses[goal.name], goal.speed)
 
     def _plan_gripper(self, goal: GripperGoal, sample: Sample) -> Move:
         """The gripper joint to its opening; the other joints keep their commanded position.

@@ -3,9 +3,9 @@
 Each reads the arm's name and broker from its config, connects, and first makes sure the arm is
 online (its retained ``availability``): an offline arm fails at once, not after a timeout.
 
-- ``goal pose|joints|keypoints|stop`` publishes one goal, prints each of its statuses as a JSON
-  line on stdout and, while it runs, its progress on stderr (the distance to the target: m for a
-  pose, rad or m for joints); exit 0 only when it succeeded.
+- ``goal pose|joints|keypoints|named|stop`` publishes one goal, prints each of its statuses as a
+  JSON line on stdout and, while it runs, its progress on stderr (the distance to the target: m
+  for a pose, rad or m for joints); exit 0 only when it succeeded.
 - ``estop engage|reset`` publishes the command and waits until the state's mode shows it.
 - ``watch`` shows the arm's mode, joints against their limits, TCP pose, fault, goal statuses and
   missed ticks (when the state reports them), refreshed in place on a terminal, as plain lines
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from armd.commands._cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, say_error
 from armd.contract import goal_json
-from armd.messages import Goal, JointsGoal, KeypointsGoal, PoseGoal, StopGoal
+from armd.messages import Goal, JointsGoal, KeypointsGoal, NamedGoal, PoseGoal, StopGoal
 
 if TYPE_CHECKING:
     from armd.commands._arm_client import ArmClient
@@ -96,6 +96,9 @@ def _add_goal_parser(subparsers: Any) -> None:
     )
     keypoints.add_argument("chain", type=Path, help='{"points": {link: [x, y, z], ...}} (m)')
     _speed_argument(keypoints)
+    named = kinds.add_parser("named", help="move to a named pose of the config's `poses`")
+    named.add_argument("name", help="the pose's name, e.g. home")
+    _speed_argument(named)
     kinds.add_parser("stop", help="controlled stop, then hold")
     goal.set_defaults(func=_goal)
 
@@ -131,6 +134,8 @@ def goal_payload(args: argparse.Namespace, goal_id: str, setup: ArmSetup) -> dic
         goal = StopGoal(goal_id)
     elif args.kind == "joints":
         goal = JointsGoal(goal_id, _joint_positions(args.positions), args.speed)
+    elif args.kind == "named":
+        goal = NamedGoal(goal_id, args.name, args.speed)
     elif args.kind == "keypoints":
         from armd.commands.map_cmd import ChainFileError, load_chain
 

@@ -20,6 +20,7 @@ from armd.contract import (
     MAX_CARTESIAN_M,
     MAX_JOINT_POSITION,
     MIN_SPEED,
+    MODEL,
     STATE,
     STREAM,
     TOPICS,
@@ -53,11 +54,12 @@ def test_the_topic_table() -> None:
         "armd/arm-1/goal/status",
         "armd/arm-1/estop",
         "armd/arm-1/fault",
+        "armd/arm-1/model",
         "armd/arm-1/stream",
     ]
     assert (topics.goal_status, topics.name(GOAL_STATUS)) == ("armd/arm-1/goal/status",) * 2
     assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP, STREAM]
-    assert [t for t in TOPICS if t.retain] == [AVAILABILITY, FAULT]
+    assert [t for t in TOPICS if t.retain] == [AVAILABILITY, FAULT, MODEL]
     assert STATE.qos == STREAM.qos == 0
     assert all(t.qos == 1 for t in TOPICS if t not in (STATE, STREAM))
 

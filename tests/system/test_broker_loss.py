@@ -247,7 +247,7 @@ def retained(broker: MosquittoBroker, topic: str) -> str:
         probe.close()
 
 
-def test_availability_and_fault_are_retained_again_after_a_broker_restart(
+def test_availability_fault_and_model_are_retained_again_after_a_broker_restart(
     lossy_arm: Callable[..., Rig],
 ) -> None:
     rig = lossy_arm("stop", persistent=False)
@@ -263,6 +263,7 @@ def test_availability_and_fault_are_retained_again_after_a_broker_restart(
         what="a fault",
     )
     assert retained(rig.broker, "fault") == fault
+    model = retained(rig.broker, "model")
 
     rig.broker.kill()
     rig.broker.start()  # empty: nothing is retained unless the daemon publishes it again
@@ -271,6 +272,7 @@ def test_availability_and_fault_are_retained_again_after_a_broker_restart(
     assert retained(rig.broker, "availability") == "online"
     assert retained(rig.broker, "fault") == fault
     assert json.loads(fault)["joint"], fault
+    assert retained(rig.broker, "model") == model
 
     # Still latched; a reset clears it, and the retained message with it.
     probe.wait_state(what="telemetry: the probe is back too")

@@ -51,6 +51,16 @@ def test_keypoints_goal_from_a_chain_file(arm: Rig) -> None:
         assert abs(reached[name] - recorded[name]) < 0.01, (name, reached)
 
 
+def test_named_goal_moves_to_the_configs_pose_and_an_unknown_name_is_refused(arm: Rig) -> None:
+    done = armd("goal", "--config", arm.config, "--id", "cli-named", "named", "ready")
+    assert done.returncode == 0, done
+    reached = joint_positions(arm.probe.latest_state())
+    assert reached["elbow_joint"] == pytest.approx(1.9, abs=0.01), reached
+    refused = armd("goal", "--config", arm.config, "--id", "cli-unnamed", "named", "hom")
+    assert refused.returncode == 1, refused
+    assert "'hom' is not a named pose of this arm; poses: 'home', 'ready'" in refused.stdout
+
+
 def test_goal_shows_its_progress_while_it_waits(arm: Rig) -> None:
     target = joint_positions(arm.probe.latest_state())["shoulder_pan_joint"] + 1.0
     done = armd(
