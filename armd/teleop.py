@@ -42,6 +42,8 @@ STATE_WAIT_S = 5.0
 """`shape`: longest wait for the follower's first ``state`` (the mapping's seed), s."""
 FIRST_READ_S = 2.0
 """Longest wait for every leader device to answer once after opening, s."""
+RECONNECT_S = 1.0
+"""How often a lost leader bus is reopened, s."""
 
 
 @dataclass
@@ -128,11 +130,14 @@ class _Streamer:
         self.stream_id = stream_id
         self.mapper = StreamMapper(setup)
         self.stats = LeaderStats()
-        self.seq = 0
+        # from the wall clock in µs (< 2^53 until the year 2255): a restarted leader's messages
+        # are newer than its previous run's, which the follower may still hold as the newest
+        self.seq = time.time_ns() // 1000
         self._state: dict[str, Any] | None = None
         self._state_seen = asyncio.Event()
         self._rejections = RateLimiter(burst=3, interval_s=5.0)
         self._stale = RateLimiter(burst=1, interval_s=5.0)
+        self._reconnect_at = 0.0
 
     async def run(self, hardware: ArmHardware, stop: asyncio.Event) -> None:
         if self.mapper.needs_seed:
@@ -144,6 +149,8 @@ class _Streamer:
         try:
             while not stop.is_set():
                 await schedule.wait()
+                if hardware.failed:
+                    await self._reconnect(hardware)
                 measured = await hardware.read()
                 read_at = time.monotonic()
                 if self._fresh(measured, read_at, limit):
@@ -152,10 +159,21 @@ class _Streamer:
                         if debug:  # bench/stream.py: leader read → follower command latency
                             log.debug("stream seq %d: read at monotonic %.6f", self.seq, read_at)
                 schedule.advance()
-            await self._publish({"type": "end"})
+            if self.stats.published:
+                await self._publish({"type": "end"})
         finally:
             timer.close()
             self.stats.missed = schedule.missed
+
+    async def _reconnect(self, hardware: ArmHardware) -> None:
+        """Reopen a lost leader bus (a serial adapter unplugged and back), at most once a
+        second; never enabled."""
+        now = time.monotonic()
+        if now < self._reconnect_at:
+            return
+        self._reconnect_at = now + RECONNECT_S
+        for name in await hardware.reconnect():
+            log.info("leader: driver %r reopened", name)
 
     async def _publish(self, body: dict[str, Any]) -> None:
         self.seq += 1

@@ -11,6 +11,7 @@ import contextlib
 import json
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -104,6 +105,7 @@ async def test_the_leader_streams_its_hand_moved_joints_and_never_writes(
     sim_leader: tuple[LeaderSetup, Hand], follower: MqttProbe, mosquitto: MosquittoBroker
 ) -> None:
     setup, hand = sim_leader
+    before_us = time.time_ns() // 1000
     async with leading(setup, mosquitto) as leader:
         await until(follower, lambda: stream(follower), "the first stream message")
         hand.put(base=0.4, elbow=1.2)
@@ -116,7 +118,9 @@ async def test_the_leader_streams_its_hand_moved_joints_and_never_writes(
     messages = await until(follower, lambda: ended(follower), "the end of the stream")
     assert messages[-1] == {"seq": messages[-1]["seq"], "id": "teleop", "type": "end"}
     seqs = [m["seq"] for m in messages]
-    assert seqs == list(range(1, len(messages) + 1))  # increasing, one per message
+    # increasing, one per message, from the wall clock in µs: newer than a previous run's
+    assert seqs == list(range(seqs[0], seqs[0] + len(messages)))
+    assert before_us < seqs[0] < time.time_ns() // 1000
     assert stats.published == len(messages)
     assert moved[0]["positions"]["shoulder_pan_joint"] == pytest.approx(0.4, abs=RESOLUTION)
     assert moved[0]["positions"]["elbow_joint"] == pytest.approx(1.2, abs=RESOLUTION)
@@ -152,9 +156,20 @@ async def test_stale_readings_are_not_streamed_so_the_follower_times_out(
             assert stream(follower, quiet_from) == []
         driver.link("elbow").drop_probability = 0.0
         await until(follower, lambda: stream(follower, quiet_from), "the stream again")
+        # a bus that vanishes (a serial adapter unplugged): stale, then reopened when it is back
+        with caplog.at_level(logging.INFO, "armd.teleop"):
+            driver.link("elbow").disconnected = True
+            await asyncio.sleep(0.5)
+            gone_from = follower.mark()
+            await asyncio.sleep(0.3)
+            assert stream(follower, gone_from) == []
+            driver.link("elbow").disconnected = False
+            await until(follower, lambda: stream(follower, gone_from), "the stream once reopened")
         stats = await leader.end()
     assert stats.stale >= 100
     assert "(the follower stops after its stream timeout)" in caplog.text
+    assert "leader: driver 'sim' reopened" in caplog.text
+    assert driver.stats.writes == 0
 
 
 async def test_an_offline_follower_is_refused_before_anything_is_sent(
