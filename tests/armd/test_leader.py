@@ -217,3 +217,16 @@ def test_shape_mapping_puts_the_follower_in_the_leaders_shape(tmp_path: Path) ->
             cosine = ours @ theirs / np.linalg.norm(ours) / np.linalg.norm(theirs)
             assert math.acos(min(1.0, cosine)) < KEYPOINTS_TOLERANCE
         assert not follower.limits.check(target)
+
+
+def test_armd_check_reports_the_leader_sections_problems(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from armd.cli import main
+
+    problems(
+        tmp_path, {"joints": {"elbow_joint": {"follower": "nope"}}, "follower_model": str(UR5)}
+    )
+    assert main(["check", "--config", str(tmp_path / "leader.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert "leader.joints.elbow_joint: unknown joint 'nope' of ur5" in err
