@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from armd.cli import main
 from armd.config import load_config
 from armd.errors import ConfigError
 from armd.leader import LeaderSetup, StreamMapper, leader_setup
@@ -222,8 +223,6 @@ def test_shape_mapping_puts_the_follower_in_the_leaders_shape(tmp_path: Path) ->
 def test_armd_check_reports_the_leader_sections_problems(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from armd.cli import main
-
     problems(
         tmp_path, {"joints": {"elbow_joint": {"follower": "nope"}}, "follower_model": str(UR5)}
     )
