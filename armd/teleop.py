@@ -58,13 +58,7 @@ class LeaderStats:
 def follower_settings(setup: LeaderSetup, host: str | None, port: int | None) -> MqttSettings:
     """The leader config's broker (or `host`/`port`), addressing the follower's topics."""
     mqtt = setup.arm.mqtt
-    return replace(
-        mqtt,
-        arm_name=setup.follower,
-        host=host or mqtt.host,
-        port=port or mqtt.port,
-        client_id=f"armd-leader-{setup.arm.name}",
-    )
+    return replace(mqtt, arm_name=setup.follower, host=host or mqtt.host, port=port or mqtt.port)
 
 
 def stale_s(setup: LeaderSetup) -> float:
