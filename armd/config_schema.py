@@ -264,14 +264,14 @@ class ArmConfig(_Section):
         None, min_length=1, description="the calibration file (docs/calibration.md)"
     )
     gripper: GripperConfig | None = Field(None, description="the gripper joint; null: none")
-    leader: LeaderConfig | None = Field(
-        None, description="as a leader arm for `armd leader` (docs/teleoperation.md); null: none"
-    )
     home_assistant: HomeAssistantConfig | None = Field(
         None, description="Home Assistant MQTT discovery; null: none"
     )
     poses: dict[PoseName, dict[str, Annotated[float, Field(allow_inf_nan=False)]]] = Field(
         {}, description="named poses: name: {joint: position}, for ``named`` goals"
+    )
+    leader: LeaderConfig | None = Field(
+        None, description="as a leader arm for `armd leader` (docs/teleoperation.md); null: none"
     )
 
     @field_validator("fixed_joints", "safety", "motion", "mqtt", "poses", mode="before")
