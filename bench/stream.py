@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import re
+import socket
 import sys
 import tempfile
 import time
@@ -75,6 +76,7 @@ DEVICES = ("base", "shoulder", "elbow")
 JOINTS = (0, 1, 2)  # their q indices
 AMPLITUDE = np.array([0.3, 0.2, -0.25])  # rad
 FREQUENCY_HZ = 0.5  # peak 0.94 rad/s, 3.0 rad/s²: within the UR5 config's limits
+NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)  # as armd's clients (armd.broker)
 COMMANDED = re.compile(r"stream (\S+) seq (\d+): first command at monotonic (\d+\.\d+)")
 
 
@@ -172,7 +174,9 @@ async def stream_starts(port: int, count: int) -> dict[str, float]:
     topics, sent = Topics.for_arm(ARM), {}
     joints = {"shoulder_pan_joint": 0, "elbow_joint": 2}  # name: q index
     async with (
-        aiomqtt.Client(HOST, port, identifier="bench-stream-starts") as client,
+        aiomqtt.Client(
+            HOST, port, identifier="bench-stream-starts", socket_options=NODELAY
+        ) as client,
         StatusWatcher(client, ARM) as watcher,
     ):
         for k in range(count + 1):  # the first stream (from home) sets up the alternation

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.system.helpers import ArmdProcess, Hand, Rig, armd_command, write_leader_config
-from tests.system.probe import WAIT_S, at_rest, contract_violations, joint_positions
+from tests.system.probe import FINAL, WAIT_S, at_rest, contract_violations, joint_positions
 
 JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
 DEVICES = ("base", "shoulder", "elbow")  # the leader's devices of JOINTS (gear ratio 1)
@@ -90,7 +90,10 @@ def leader_process(tmp_path: Path, follower: Rig) -> Iterator[Callable[[], ArmdP
 
 @pytest.fixture
 def follower(start_arm: Callable[..., Rig]) -> Rig:
-    return start_arm(overrides={"stream": {"enabled": True}})
+    # a generous stream timeout: on a loaded 2-core machine the leader (normal priority) may
+    # stall for more than the default 0.1 s, which stops the follower (correctly, but it is
+    # not what these tests are about)
+    return start_arm(overrides={"stream": {"enabled": True, "timeout_s": 0.5}})
 
 
 def test_the_follower_follows_a_scripted_leader(
@@ -111,11 +114,13 @@ def test_the_follower_follows_a_scripted_leader(
 
     leader.signal(signal.SIGINT)
     assert leader.wait() == 130, leader.output()
-    final = probe.wait_status("ur5-leader", since=since)
-    assert final["status"] == "succeeded", final
+    probe.wait_for(
+        lambda: (s := probe.statuses("ur5-leader", since)) and s[-1]["status"] in FINAL,
+        what="the stream's final status",
+    )
     statuses = probe.statuses("ur5-leader", since)
-    assert [s["status"] for s in statuses] == ["accepted", "succeeded"], statuses
     assert contract_violations(statuses) == []
+    assert statuses[-1]["status"] == "succeeded", statuses  # the end, once at rest
     state = probe.wait_state(lambda s: at_rest(s, tolerance=0.01), what="the follower at rest")
     here = np.array([joint_positions(state)[j] for j in JOINTS])
     assert np.max(np.abs(here - HOME)) < 0.01, here
