@@ -62,6 +62,11 @@ class LeaderConfig(Section):
     rate_hz: float | None = Field(
         None, ge=1.0, le=1000.0, description="reads and messages per s; default: loop_hz"
     )
+    velocities: bool = Field(
+        True,
+        description="send each joint target's velocity (estimated from the readings), which "
+        "the follower extrapolates at: a smaller lag on a moving leader",
+    )
     joints: dict[str, JointMapConfig] = Field(
         {},
         description="leader joint: its follower joint; the joints streamed by `joint`, and with "

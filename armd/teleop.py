@@ -148,7 +148,7 @@ class _Streamer:
                 measured = await hardware.read()
                 read_at = time.monotonic()
                 if self._fresh(measured, read_at, limit):
-                    for body in self.mapper.bodies(measured.position):
+                    for body in self.mapper.bodies(measured.position, read_at):
                         await self._publish(body)
                         if debug:  # bench/stream.py: leader read → follower command latency
                             log.debug("stream seq %d: read at monotonic %.6f", self.seq, read_at)

@@ -152,7 +152,7 @@ def test_joint_mapping_scales_signs_offsets_and_clamps_to_the_follower(tmp_path:
         },
     )
     q = HOME + np.array([0.2, 0.0, 0.1, -0.3, 0.0, 0.0])
-    (body,) = StreamMapper(setup).bodies(q)
+    (body,) = StreamMapper(setup).bodies(q, 0.0)
     assert body["type"] == "joints"
     positions = body["positions"]
     assert positions.keys() == {"shoulder_pan_joint", "wrist_3_joint", "wrist_1_joint"}
@@ -172,19 +172,23 @@ def test_cartesian_mapping_streams_the_scaled_tool_pose_and_the_gripper(tmp_path
         },
     )
     q = HOME + np.array([0.3, 0.2, -0.4, 0.1, 0.2, 0.6])
-    pose, gripper = StreamMapper(setup).bodies(q)
+    pose, gripper = StreamMapper(setup).bodies(q, 0.0)
     tool = setup.arm.tree.fk(q, "tool0")
     assert (pose["type"], pose["link"]) == ("pose", "jaw")
     assert pose["position"] == pytest.approx(
         (np.array([0.1, -0.2, 0.3]) + 0.5 * tool.translation).tolist()
     )
     assert pose["orientation"] == pytest.approx(tool.quaternion.tolist())
-    assert gripper == {"type": "joints", "positions": {"gripper": pytest.approx(0.3)}}
+    assert gripper == {
+        "type": "joints",
+        "positions": {"gripper": pytest.approx(0.3)},
+        "velocities": {"gripper": 0.0},  # a first reading: no motion known yet
+    }
 
     no_orientation = setup_with(
         tmp_path, {"mapping": "cartesian", "cartesian": {"orientation": False}}
     )
-    (pose,) = StreamMapper(no_orientation).bodies(q)
+    (pose,) = StreamMapper(no_orientation).bodies(q, 0.0)
     assert pose.keys() == {"type", "position"}  # the follower's tool_link, position only
 
 
@@ -208,7 +212,7 @@ def test_shape_mapping_puts_the_follower_in_the_leaders_shape(tmp_path: Path) ->
     follower: KinematicTree = setup.follower_tree  # type: ignore[assignment]
     for step in range(1, 6):  # a motion, each reading seeded from the previous target
         q = HOME + step * np.array([0.08, 0.05, -0.06, 0.04, 0.0, 0.1])
-        (body,) = mapper.bodies(q)
+        (body,) = mapper.bodies(q, step * 0.01)
         positions = body["positions"]
         assert positions["wrist_3_joint"] == pytest.approx(q[5])  # mapped beside the shape
         target = follower.q_from_mapping(positions, HOME)
@@ -218,6 +222,41 @@ def test_shape_mapping_puts_the_follower_in_the_leaders_shape(tmp_path: Path) ->
             cosine = ours @ theirs / np.linalg.norm(ours) / np.linalg.norm(theirs)
             assert math.acos(min(1.0, cosine)) < KEYPOINTS_TOLERANCE
         assert not follower.limits.check(target)
+
+
+def test_velocities_are_estimated_from_the_readings_within_the_follower_limits(
+    tmp_path: Path,
+) -> None:
+    setup: LeaderSetup = setup_with(
+        tmp_path,
+        {
+            "follower_model": str(UR5),
+            "joints": {
+                "shoulder_pan_joint": {"scale": 2.0},
+                "elbow_joint": {"scale": 8.0, "offset": -4 * math.pi},
+            },
+        },
+    )
+    mapper = StreamMapper(setup)
+    period, speed = 0.004, 0.5  # rad/s at the leader: 1 and 4 rad/s at the follower
+    bodies = []
+    for k in range(100):  # 0.4 s: 20 time constants of the estimate's low-pass
+        q = HOME + np.array([speed * k * period, 0.0, speed * k * period, 0.0, 0.0, 0.0])
+        (body,) = mapper.bodies(q, 10.0 + k * period)
+        bodies.append(body)
+    assert bodies[0]["velocities"] == {"shoulder_pan_joint": 0.0, "elbow_joint": 0.0}
+    v = bodies[-1]["velocities"]
+    assert v["shoulder_pan_joint"] == pytest.approx(1.0, rel=1e-6)
+    limit = setup.follower_tree.limits["elbow_joint"].velocity  # the UR5's: 3.15 rad/s
+    assert v["elbow_joint"] == limit
+    rising = [b["velocities"]["shoulder_pan_joint"] for b in bodies[:10]]
+    assert rising == sorted(rising)  # low-passed: no step from 0 to 1 rad/s
+    (still,) = mapper.bodies(q, 10.0 + 100 * period)  # the leader stopped: back toward 0
+    assert still["velocities"]["shoulder_pan_joint"] < v["shoulder_pan_joint"]
+
+    quiet = setup_with(tmp_path, {"velocities": False, "joints": {"elbow_joint": {}}})
+    (body,) = StreamMapper(quiet).bodies(HOME, 0.0)
+    assert body.keys() == {"type", "positions"}
 
 
 def test_armd_check_reports_the_leader_sections_problems(
