@@ -131,6 +131,19 @@ def read_times() -> Iterator[ReadTimes]:
         logger.setLevel(logging.NOTSET)
 
 
+@contextmanager
+def follower(config: Path, log_path: Path, log_level: str = "INFO") -> Iterator[None]:
+    """The follower daemon, once online on the broker (a previous run's retained ``offline``
+    would refuse the leader)."""
+    with daemon_process(config, log_path, log_level=log_level):
+        deadline = time.monotonic() + 30.0
+        while "MQTT: online" not in log_path.read_text(encoding="utf-8", errors="replace"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the follower did not come online: {log_path}")
+            time.sleep(0.05)
+        yield
+
+
 def follower_config(workdir: Path, rate_hz: int, port: int, telemetry_hz: float = 25.0) -> Path:
     """config/sim.yaml at `rate_hz` with streaming enabled."""
     path = write_config(workdir, rate_hz, port)
@@ -199,7 +212,7 @@ async def stream_starts(port: int, count: int) -> dict[str, float]:
 def start_latency(workdir: Path, port: int, rate_hz: int, count: int) -> list[float]:
     config = follower_config(workdir, rate_hz, port)
     log_path = workdir / f"starts-{rate_hz}.log"
-    with daemon_process(config, log_path, log_level="INFO,armd.loop=DEBUG"):
+    with follower(config, log_path, log_level="INFO,armd.loop=DEBUG"):
         sent = asyncio.run(stream_starts(port, count))
         time.sleep(0.5)
     first = first_commands(log_path)
@@ -216,7 +229,7 @@ def leader_latency(
     config = follower_config(workdir, rate_hz, port)
     log_path = workdir / f"leader-{rate_hz}.log"
     setup = leader_config(workdir, rate_hz, port)
-    with daemon_process(config, log_path, log_level="INFO,armd.loop=DEBUG"), read_times() as reads:
+    with follower(config, log_path, log_level="INFO,armd.loop=DEBUG"), read_times() as reads:
         asyncio.run(lead(setup, duration_s, f"lead{rate_hz}"))
         time.sleep(0.5)
     text = log_path.read_text(encoding="utf-8", errors="replace")
@@ -273,7 +286,7 @@ async def track(
 def tracking_run(workdir: Path, port: int, stream_hz: float, duration_s: float) -> Tracking:
     config = follower_config(workdir, 250, port, telemetry_hz=250.0)
     setup = leader_config(workdir, stream_hz, port)
-    with daemon_process(config, workdir / f"track-{stream_hz:g}.log"):
+    with follower(config, workdir / f"track-{stream_hz:g}.log"):
         host0 = CpuTimes.now()
         samples, _, missed = asyncio.run(track(setup, port, duration_s))
         steal = steal_pct(host0, CpuTimes.now())
