@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import math
 import time
@@ -15,13 +16,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from armd.commands._arm_client import ArmOfflineError
 from armd.config import build_drivers, load_config
 from armd.hardware import ArmHardware
-from armd.leader import LeaderSetup, leader_setup
+from armd.leader import LeaderSetup, StreamMapper, leader_setup
 from armd.teleop import LeaderStats, follower_settings, run_leader
 from drivers import Lifecycle
 from drivers.feetech import protocol as ft
@@ -253,3 +255,43 @@ async def test_an_so101_leader_on_feetech_servos_is_only_read(
         assert chain.read_table(i, Addr.GOAL_POSITION, 2) == goals_before[i]
         assert chain.read_table(i, Addr.TORQUE_ENABLE, 1) == b"\x00"
     assert "gripper" in stream(follower)[0]["positions"]  # the gripper follows
+
+
+async def test_the_shape_mapping_starts_from_the_followers_state(
+    tmp_path: Path, follower: MqttProbe, mosquitto: MosquittoBroker
+) -> None:
+    links = {"upper_arm_link": "upper_arm_link", "forearm_link": "forearm_link", "tool0": "tool0"}
+    config, _ = write_leader_config(
+        tmp_path, mosquitto.port, {"loop_hz": 50, "leader": {"mapping": "shape", "joints": None}}
+    )
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    document["leader"]["shape"] = {"links": links}
+    config.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    setup = leader_setup(load_config(config), FOLLOWER)
+    names = setup.arm.tree.joint_names
+    # the follower stands elsewhere than the leader: its elbow bent the other way
+    there = {"shoulder_pan_joint": 0.3, "shoulder_lift_joint": -2.0, "elbow_joint": -1.2}
+    state = {"joints": {n: {"position": there.get(n, 0.0), "velocity": 0.0} for n in names}}
+    async with leading(setup, mosquitto) as leader:
+        await asyncio.sleep(0.5)
+        assert stream(follower) == []  # nothing before the follower's state seeds the mapping
+        while not stream(follower):
+            follower.client.publish(f"armd/{FOLLOWER}/state", json.dumps(state), qos=0)
+            await asyncio.sleep(0.05)
+        await leader.end()
+    first = stream(follower)[0]
+    assert first["type"] == "joints"
+    assert "wrist_3_joint" not in first["positions"]  # no direction decides it: not sent
+    assert set(first["positions"]) <= set(names)
+    # the leader's shape (it stands at home) mapped from where the follower stands
+    home = leader.hardware.transmission.joint_positions(
+        np.array([d.initial_position for d in setup.arm.drivers["sim"].params.devices.values()])
+    )
+    seeded = StreamMapper(setup)
+    seeded.seed({n: j["position"] for n, j in state["joints"].items()})
+    (expected,) = seeded.bodies(home, 0.0)
+    assert first["positions"] == pytest.approx(expected["positions"], abs=1e-3)
+    from_home = StreamMapper(setup)  # seeded elsewhere, the mapping takes another branch
+    from_home.seed(dict(zip(names, home.tolist(), strict=True)))
+    (other,) = from_home.bodies(home, 0.0)
+    assert other["positions"] != pytest.approx(expected["positions"], abs=1e-3)
