@@ -62,6 +62,7 @@ pytest: $(STAMP)
 
 test: kernels ha-peer
 	@scripts/ensure-mosquitto.sh --installed
+	@scripts/ensure-node-red.sh
 	$(MAKE) --no-print-directory lint typecheck pytest
 
 bench: $(STAMP)

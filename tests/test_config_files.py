@@ -22,8 +22,8 @@ SKIPPED = {"README.md": "documentation: attribution of the robot models"}
 LOADED_ELSEWHERE = {  # folders whose files other tests load, with the test that does
     "chains": "recorded chains: mapped onto the UR5 by "
     "tests/armd/test_map_cmd.py::test_every_recorded_chain_maps_onto_the_ur5",
-    "mosquitto": "broker config and ACL: loaded into a real Mosquitto by "
-    "tests/system/test_security.py",
+    "mosquitto": "broker config, ACL and bridge: loaded into real Mosquittos by "
+    "tests/system/test_security.py and tests/system/test_bridge.py",
 }
 
 

@@ -125,6 +125,7 @@ def test_fixed_joints_on_a_model_without_acceleration_limits(
         "joints": {"wrist_1_joint": None},
         "fixed_joints": {"wrist_1_joint": fixed},
         "drivers": {"sim": {"params": {"devices": {"wrist1": None}}}},
+        "poses": None,  # they name wrist_1_joint, fixed here
     }
     rig = start_arm(overrides=overrides)
     probe = rig.probe

@@ -1,9 +1,8 @@
 """Security: the daemon against Mosquitto configured as in production — passwords, the ACL of
 config/mosquitto/armd.acl, TLS — and what unauthorised clients and wrong credentials get.
 
-The production broker config (config/mosquitto/mosquitto.conf) and ACL are loaded as they are; only
-the paths and the ports of the config are replaced by the test's (and ``user root`` added when the
-test runs as root: Mosquitto would switch to a user who cannot read the test's files). Passwords are
+The production broker config (config/mosquitto/mosquitto.conf) and ACL are loaded as they are
+(tests/system/production.py replaces only the paths and the ports). Passwords are
 random per test so that a leak into a log or a message is unambiguous. The daemon logs at DEBUG: no
 level may show a secret.
 """
@@ -12,8 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import pwd
 import queue
 import secrets
 import signal
@@ -29,9 +26,8 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.broker import HOST, MosquittoBroker, TlsFiles, make_password_file, make_tls_files
+from tests.broker import HOST, MosquittoBroker, make_password_file, make_tls_files
 from tests.system.helpers import (
-    ROOT,
     ArmdProcess,
     Rig,
     armd_command,
@@ -40,9 +36,8 @@ from tests.system.helpers import (
     write_config,
 )
 from tests.system.probe import ARM, WAIT_S, at_rest, joint_positions
+from tests.system.production import ACL, ProductionBroker, password_file
 
-MOSQUITTO_CONFIG = ROOT / "config" / "mosquitto" / "mosquitto.conf"
-ACL = ROOT / "config" / "mosquitto" / "armd.acl"
 OPERATOR, DASHBOARD = "operator", "dashboard"  # the accounts of armd.acl; the daemon's is ARM
 RECONNECT = {"reconnect_min_s": 0.2, "reconnect_max_s": 1.0}  # s: quick retries for the test
 # The daemon's command line with ``--log-level DEBUG`` before the subcommand.
@@ -53,50 +48,6 @@ DEBUG_LOGGING = (
     "armd-debug",
 )
 STILL_TOLERANCE = 1e-4  # rad
-
-
-# -- the broker as configured for production ----------------------------------------------------
-
-
-class ProductionBroker(MosquittoBroker):
-    """Mosquitto running config/mosquitto/mosquitto.conf with the test's files and free ports in
-    place of the installed paths and the well-known ports."""
-
-    def __init__(self, workdir: Path, password_file: Path, tls: TlsFiles) -> None:
-        super().__init__(workdir, password_file=password_file, tls=tls)
-
-    def _config(self) -> str:
-        assert self.password_file is not None
-        assert self.tls is not None
-        values = {
-            "password_file": str(self.password_file),
-            "acl_file": str(ACL),
-            "persistence_location": f"{self.workdir}/",
-            "log_dest": f"file {self.log_path}",
-            "cafile": str(self.tls.ca_cert),
-            "certfile": str(self.tls.server_cert),
-            "keyfile": str(self.tls.server_key),
-        }
-        listeners = {"1883": f"{self.port} {self.host}", "8883": f"{self.tls_port} {self.host}"}
-        lines = []
-        for original in MOSQUITTO_CONFIG.read_text(encoding="utf-8").splitlines():
-            option, _, value = original.partition(" ")
-            if option in values:
-                lines.append(f"{option} {values.pop(option)}")
-            elif option == "listener":
-                lines.append(f"listener {listeners.pop(value.split()[0])}")
-            else:
-                lines.append(original)
-        assert not values, (
-            f"{MOSQUITTO_CONFIG.name} no longer sets {sorted(values)}: adapt the test"
-        )
-        assert not listeners, f"{MOSQUITTO_CONFIG.name}: no listener on port(s) {sorted(listeners)}"
-        options = [line for line in lines if line.strip() and not line.startswith("#")]
-        installed = [line for line in options if "/etc/" in line or "/var/" in line]
-        assert not installed, f"paths the test does not replace: {installed}"
-        if os.geteuid() == 0:
-            lines.insert(0, f"user {pwd.getpwuid(0).pw_name}")
-        return "\n".join(lines) + "\n"
 
 
 @pytest.fixture
@@ -110,15 +61,6 @@ def cleanup() -> Iterator[contextlib.ExitStack]:
 def passwords() -> dict[str, str]:
     """A unique random password per account of armd.acl."""
     return {user: secrets.token_urlsafe(24) for user in (ARM, OPERATOR, DASHBOARD)}
-
-
-def password_file(directory: Path, password: str) -> Path:
-    """The daemon's ``mqtt.password_file``: the password on the first line, owner-only."""
-    path = directory / "mqtt-password"
-    directory.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.write_text(password + "\n", encoding="utf-8")
-    return path
 
 
 def daemon_mqtt(tmp_path: Path, password: str, tls: dict[str, str] | None) -> dict[str, Any]:
