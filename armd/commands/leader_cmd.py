@@ -101,6 +101,7 @@ def _run(args: argparse.Namespace) -> int:
     from armd.leader import follower_joint_names, leader_setup
     from armd.lock import InstanceLock
     from armd.teleop import follower_settings, run_leader
+    from armd.timing import raise_priority
 
     arm = load_config(args.config, kernels=False)
     setup = leader_setup(arm, args.follower, args.rate)
@@ -113,6 +114,7 @@ def _run(args: argparse.Namespace) -> int:
     interrupted: list[int] = []
 
     async def main() -> int:
+        raise_priority(arm.realtime_priority, "leader")  # regular reads on a busy machine
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
 
