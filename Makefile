@@ -70,6 +70,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/kinematics.py
 	$(BIN)/python bench/drivers.py
 	$(BIN)/python bench/mapping.py
+	$(BIN)/python bench/replay.py
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/overload.py
 

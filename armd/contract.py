@@ -24,6 +24,7 @@ from armd.messages import (
     StatusUpdate,
     StopGoal,
     Telemetry,
+    TrajectoryGoal,
 )
 
 __all__ = [
@@ -36,7 +37,10 @@ __all__ = [
     "MAX_CARTESIAN_M",
     "MAX_ID_LENGTH",
     "MAX_JOINT_POSITION",
+    "MAX_MOTION_DURATION_S",
     "MAX_PAYLOAD_BYTES",
+    "MAX_TRAJECTORY_POINTS",
+    "MIN_POINT_INTERVAL_S",
     "MIN_SPEED",
     "MODEL",
     "OFFLINE",
@@ -83,7 +87,14 @@ MAX_ID_LENGTH = 128
 MIN_SPEED = 0.01  # slower: hours-long moves, and a jerk limit (× speed³) ruckig cannot plan with
 MAX_CARTESIAN_M = 100.0  # m: far beyond any arm's reach, far below any float's overflow
 MAX_JOINT_POSITION = 1000.0  # rad or m
-GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "named", "stop")
+MAX_MOTION_DURATION_S = 3600.0  # s: a longer motion is refused (`armd.moves`), and point times
+# A trajectory goal's points: the 64 KiB payload holds about 800 points of 6 joints at 5 decimals
+# (450 with velocities); planning 1000 points takes ~30 ms (`armd.timed_trajectory`, before the
+# goal is accepted, in the planning thread) and sampling them in a tick as long as a linear path.
+# `armd replay` simplifies longer recordings to fit and reports the error that costs.
+MAX_TRAJECTORY_POINTS = 1000
+MIN_POINT_INTERVAL_S = 0.001  # s between points: one tick at 1 kHz; closer ones add nothing
+GOAL_TYPES = ("pose", "joints", "keypoints", "gripper", "named", "trajectory", "stop")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,5 +182,17 @@ def goal_json(goal: Goal) -> dict[str, Any]:
     elif isinstance(goal, KeypointsGoal):
         points = {link: list(p) for link, p in zip(goal.links, goal.points, strict=True)}
         document |= {"type": "keypoints", "points": points}
+    elif isinstance(goal, TrajectoryGoal):
+        document |= {"type": "trajectory", "joints": list(goal.joints), "points": _points(goal)}
     document["speed"] = goal.speed
     return document
+
+
+def _points(goal: TrajectoryGoal) -> list[dict[str, Any]]:
+    points: list[dict[str, Any]] = [
+        {"t": t, "positions": list(p)} for t, p in zip(goal.times, goal.positions, strict=True)
+    ]
+    if goal.velocities is not None:
+        for point, v in zip(points, goal.velocities, strict=True):
+            point["velocities"] = list(v)
+    return points

@@ -54,7 +54,7 @@ from armd.trajectory import MotionLimits
 from armd.wiring import control_setup
 from kinematics.ik import IKOptions
 
-__all__ = ["Daemon", "run_daemon"]
+__all__ = ["Daemon", "goal_joint_names", "motion_limits", "plan_settings", "run_daemon"]
 
 log = logging.getLogger(__name__)
 CLOSE_MARGIN_S = 5.0  # beyond the stop itself: disabling and closing the drives
@@ -80,6 +80,17 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
         gripper=_gripper(setup),
         poses=setup.config.poses,
     )
+
+
+def motion_limits(setup: ArmSetup) -> MotionLimits:
+    """The limits goals are planned within: the joints' velocity and acceleration, the jerk."""
+    limits = setup.tree.limits
+    return MotionLimits(limits.velocity, limits.acceleration, setup.jerk)
+
+
+def goal_joint_names(setup: ArmSetup) -> list[str]:
+    """The joints a goal may name: every joint of the model but the fixed ones."""
+    return [j for j in setup.tree.joint_names if j not in setup.fixed_joints]
 
 
 def _gripper(setup: ArmSetup) -> Gripper | None:
@@ -108,7 +119,7 @@ class Daemon:
         self.notifier = notifier
         self.bridge = MqttBridge(
             setup.mqtt,
-            joint_names=[j for j in setup.tree.joint_names if j not in setup.fixed_joints],
+            joint_names=goal_joint_names(setup),
             link_names=setup.tree.link_names,
             default_link=setup.tool_link,
             on_goal=self._on_goal,
@@ -124,12 +135,11 @@ class Daemon:
             notifier.watchdog_interval_s(),
             log_level,
         )
-        limits = setup.tree.limits
         self.pipeline = GoalPipeline(
             setup.tree,
             setup.tool_link,
             self.control.port,
-            MotionLimits(limits.velocity, limits.acceleration, setup.jerk),
+            motion_limits(setup),
             plan_settings(setup),
             self.statuses,
         )

@@ -2,8 +2,9 @@
 
 A goal never blocks the tick. Planning (`armd.planner`) runs from the loop's latest sample: a
 joints or gripper goal, a limit check of microseconds, as it arrives; a pose or keypoints goal
-(IK, mapping, linear paths) in a worker thread, where the compiled kernels release the GIL. The
-newest goal wins: a goal superseded before it was planned ends as ``preempted``.
+(IK, mapping, linear paths) or a trajectory goal (its time scaling) in a worker thread, where the
+compiled kernels release the GIL. The newest goal wins: a goal superseded before it was planned
+ends as ``preempted``.
 
 Statuses go through the `StatusLedger`, which keeps the contract (``accepted`` or ``rejected``
 first, then one final status): ``rejected`` (with the reason) when planning fails, else
@@ -38,7 +39,7 @@ from armd.planner import (
     PlanSettings,
     Rejected,
 )
-from armd.protocol import LoopPort, Move, Stop, superseded
+from armd.protocol import FollowPath, LoopPort, Move, Stop, superseded
 from armd.ratelimit import RateLimiter
 from armd.statuses import StatusLedger
 from armd.trajectory import MotionLimits
@@ -162,7 +163,8 @@ class GoalPipeline:
         if not self.accepting:  # the broker was lost while planning: do not start moving now
             self._status(goal.goal_id, GoalStatus.REJECTED, BROKER_LOST)
             return
-        self._status(goal.goal_id, GoalStatus.ACCEPTED, None)
+        note = request.note if isinstance(request, FollowPath) else None
+        self._status(goal.goal_id, GoalStatus.ACCEPTED, note)
         self.port.send(request)
 
     async def _wait_at_rest(self, goal_id: str) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "StatusUpdate",
     "StopGoal",
     "Telemetry",
+    "TrajectoryGoal",
 ]
 
 
@@ -147,7 +148,22 @@ class NamedGoal:
     speed: float = 1.0
 
 
-Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | StopGoal
+@dataclass(frozen=True, slots=True)
+class TrajectoryGoal:
+    """Follow timed waypoints of the named `joints` (the others keep their commanded position):
+    at `times` (s, strictly increasing; only differences count), `positions` (one row per time,
+    one value per joint) and, optionally, `velocities` (the same shape). The arm first moves to
+    the first point; the whole is slowed down in time where the limits require it."""
+
+    goal_id: str
+    joints: tuple[str, ...]
+    times: tuple[float, ...]
+    positions: tuple[tuple[float, ...], ...]
+    velocities: tuple[tuple[float, ...], ...] | None = None
+    speed: float = 1.0
+
+
+Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | TrajectoryGoal | StopGoal
 
 
 @dataclass(frozen=True, slots=True)

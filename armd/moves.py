@@ -1,5 +1,6 @@
 """What the control loop makes of a motion command: `check_move` refuses one it cannot follow,
-`plan_motion` turns an accepted one into the `Motion` it samples, from its commanded state.
+`plan_motion` turns an accepted one into the `Motion` it samples, from its commanded state (a
+timed trajectory starts with an approach from it).
 
 The loop checks every command it receives, whoever planned it: the daemon's goal pipeline has
 checked the goal already, and a bug there (or a process speaking out of turn) must still not
@@ -11,13 +12,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from armd.protocol import FollowPath, Move, MoveTo
+from armd.contract import MAX_MOTION_DURATION_S
+from armd.protocol import Move, MoveTo
+from armd.timed_trajectory import TimedTrajectory, TrajectoryMotion
 from armd.trajectory import JointMotion, Motion, MotionLimits, PathMotion, PlanningError, Setpoint
 
 __all__ = ["MAX_MOTION_DURATION_S", "check_move", "plan_motion"]
 
 Array = NDArray[np.float64]
-MAX_MOTION_DURATION_S = 3600.0
 _SLACK = 1e-9  # relative: limits scaled on the daemon's side may round up by an ulp
 _AT_REST = 1e-9  # rad/s: a path starts from rest
 _AT_START = 1e-6  # rad: ... where the arm is
@@ -29,15 +31,11 @@ def check_move(move: Move, lower: Array, upper: Array, limits: MotionLimits) -> 
     positive."""
     n = lower.shape[0]
     if isinstance(move, MoveTo):
-        for name in ("velocity", "acceleration", "jerk"):
-            value, bound = getattr(move.limits, name), getattr(limits, name)
-            if value.shape != (n,) or not (
-                np.all(value > 0.0) and np.all(value <= bound * (1.0 + _SLACK))
-            ):
-                raise PlanningError(
-                    f"{name} limits {value.tolist()} must be in (0, {bound.tolist()}]"
-                )
+        _check_limits(move.limits, limits, n)
         points, what = np.asarray(move.target, dtype=float)[None, :], "target"
+    elif isinstance(move.path, TimedTrajectory):
+        _check_trajectory(move.path, limits, n)
+        points, what = np.asarray(move.path.positions, dtype=float), "trajectory"
     else:
         points, what = np.asarray(move.path.waypoints, dtype=float), "path"
     if points.ndim != 2 or points.shape[1] != n or points.shape[0] < 1:
@@ -55,18 +53,42 @@ def check_move(move: Move, lower: Array, upper: Array, limits: MotionLimits) -> 
         raise PlanningError(f"tolerance {tolerance.tolist()} must be {n} positive numbers")
 
 
+def _check_limits(given: MotionLimits, limits: MotionLimits, n: int) -> None:
+    for name in ("velocity", "acceleration", "jerk"):
+        value, bound = getattr(given, name), getattr(limits, name)
+        if value.shape != (n,) or not (
+            np.all(value > 0.0) and np.all(value <= bound * (1.0 + _SLACK))
+        ):
+            raise PlanningError(f"{name} limits {value.tolist()} must be in (0, {bound.tolist()}]")
+
+
+def _check_trajectory(trajectory: TimedTrajectory, limits: MotionLimits, n: int) -> None:
+    """The approach's limits as a `MoveTo`'s; the knots' times and derivatives (their positions
+    are checked as a path's)."""
+    _check_limits(trajectory.approach, limits, n)
+    times = np.asarray(trajectory.times, dtype=float)
+    m = times.shape[0]
+    if times.ndim != 1 or m < 2 or times[0] != 0.0 or not np.all(np.diff(times) > 0.0):
+        raise PlanningError("trajectory: times must start at 0 and strictly increase")
+    for name in ("positions", "velocities", "accelerations"):
+        values = np.asarray(getattr(trajectory, name), dtype=float)
+        if values.shape != (m, n) or not np.all(np.isfinite(values)):
+            raise PlanningError(f"trajectory: {name} must be {m} × {n} finite numbers")
+
+
 def plan_motion(move: Move, start: Setpoint) -> Motion:
     """The motion of `move` from the commanded state `start`: microseconds (a `JointMotion` is
     one ruckig call; a `FollowPath` was time-scaled before the seam). Raises `PlanningError`."""
     motion: Motion
-    if isinstance(move, FollowPath):
-        first = move.path.waypoints[0]
-        moving = np.any(np.abs(start.velocity) > _AT_REST)
-        if moving or np.max(np.abs(first - start.position)) > _AT_START:
-            raise PlanningError("the arm moved since the path was planned; send the goal again")
-        motion = PathMotion(move.path)
-    else:
+    if isinstance(move, MoveTo):
         motion = JointMotion(start, move.target, move.limits)
+    elif isinstance(path := move.path, TimedTrajectory):
+        motion = TrajectoryMotion(start, path)
+    else:
+        moving = np.any(np.abs(start.velocity) > _AT_REST)
+        if moving or np.max(np.abs(path.waypoints[0] - start.position)) > _AT_START:
+            raise PlanningError("the arm moved since the path was planned; send the goal again")
+        motion = PathMotion(path)
     if not motion.duration <= MAX_MOTION_DURATION_S:  # NaN too
         raise PlanningError(
             f"the motion would take {motion.duration:.6g} s (at most "

@@ -19,6 +19,7 @@ Rules, stricter than plain JSON decoding so that mistakes are not silently ignor
 - every Cartesian coordinate is within ± `MAX_CARTESIAN_M` and every joint position within
   ± `MAX_JOINT_POSITION` (rad or m), so that no planning arithmetic can overflow;
 - joint and link names must exist in the model;
+- a trajectory goal's checks are `armd.payload_trajectory`'s;
 - a keypoints goal names at least 2 links; its points are taken in the model's link order (root
   first), and consecutive ones must be at least `MIN_SEGMENT_LENGTH` apart (a direction).
 """
@@ -28,10 +29,11 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError
+from pydantic import Field, Strict, ValidationError
+from pydantic_core import ErrorDetails
 
 from armd import payload_reasons as render
 from armd.contract import (
@@ -52,7 +54,10 @@ from armd.messages import (
     PoseGoal,
     Rejection,
     StopGoal,
+    TrajectoryGoal,
 )
+from armd.payload_trajectory import POINT_FIELDS, TrajectoryModel, trajectory_goal
+from armd.payload_types import Coordinate, Finite, GoalId, JointValue, Name, Payload, Speed
 from kinematics.mapping import MIN_SEGMENT_LENGTH
 
 __all__ = [
@@ -69,24 +74,7 @@ __all__ = [
 _MIN_QUATERNION_NORM = 1e-6
 
 
-Finite = Annotated[float, Strict(), Field(allow_inf_nan=False)]
-Coordinate = Annotated[
-    float, Strict(), Field(ge=-MAX_CARTESIAN_M, le=MAX_CARTESIAN_M, allow_inf_nan=False)
-]
-JointValue = Annotated[
-    float, Strict(), Field(ge=-MAX_JOINT_POSITION, le=MAX_JOINT_POSITION, allow_inf_nan=False)
-]
-Speed = Annotated[float, Strict(), Field(ge=MIN_SPEED, le=1.0, allow_inf_nan=False)]
-GoalId = Annotated[str, Strict(), Field(min_length=1, max_length=MAX_ID_LENGTH)]
-Name = Annotated[str, Strict()]
-
-
-class _Payload(BaseModel):
-    # Containers are lax (JSON arrays become tuples); every scalar is strict.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class _PoseModel(_Payload):
+class _PoseModel(Payload):
     id: GoalId
     type: Literal["pose"]
     position: tuple[Coordinate, Coordinate, Coordinate]
@@ -96,21 +84,21 @@ class _PoseModel(_Payload):
     speed: Speed = 1.0
 
 
-class _JointsModel(_Payload):
+class _JointsModel(Payload):
     id: GoalId
     type: Literal["joints"]
     positions: dict[Name, JointValue]
     speed: Speed = 1.0
 
 
-class _KeypointsModel(_Payload):
+class _KeypointsModel(Payload):
     id: GoalId
     type: Literal["keypoints"]
     points: dict[Name, tuple[Coordinate, Coordinate, Coordinate]]
     speed: Speed = 1.0
 
 
-class _GripperModel(_Payload):
+class _GripperModel(Payload):
     id: GoalId
     type: Literal["gripper"]
     position: (
@@ -121,19 +109,19 @@ class _GripperModel(_Payload):
     speed: Speed = 1.0
 
 
-class _NamedModel(_Payload):
+class _NamedModel(Payload):
     id: GoalId
     type: Literal["named"]
     name: Annotated[str, Strict(), Field(min_length=1, max_length=MAX_ID_LENGTH)]
     speed: Speed = 1.0
 
 
-class _StopModel(_Payload):
+class _StopModel(Payload):
     id: GoalId | None = None
     type: Literal["stop"]
 
 
-class _EstopModel(_Payload):
+class _EstopModel(Payload):
     engage: Annotated[bool, Strict()] | None = None
     reset: Annotated[bool, Strict()] | None = None
 
@@ -145,8 +133,8 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
     link_names: Collection[str],
     default_link: str,
 ) -> Goal | Rejection:
-    """Parse a ``goal`` payload into a `PoseGoal`, `JointsGoal`, `KeypointsGoal` or `StopGoal`, or
-    a `Rejection`.
+    """Parse a ``goal`` payload into a `PoseGoal`, `JointsGoal`, `KeypointsGoal`, `GripperGoal`,
+    `TrajectoryGoal` or `StopGoal`, or a `Rejection`.
 
     `joint_names` and `link_names` are the model's (links in the model's order, root first: it
     orders a keypoints goal's points); `default_link` (the configured tool link) becomes the goal's
@@ -170,6 +158,8 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
         return _keypoints(document, goal_id, link_names)
     if goal_type == "gripper":
         return _gripper(document, goal_id)
+    if goal_type == "trajectory":
+        return _trajectory(document, goal_id, joint_names)
     if goal_type == "named":  # the planner knows the poses: an unknown name is refused there
         named = _validate(_NamedModel, document, goal_id)
         if isinstance(named, Rejection):
@@ -186,6 +176,18 @@ def _gripper(document: dict[str, Any], goal_id: str | None) -> GripperGoal | Rej
     position = model.position
     opening = 1.0 if position == "open" else 0.0 if position == "close" else float(position)
     return GripperGoal(model.id, opening, model.effort, model.speed)
+
+
+def _trajectory(
+    document: dict[str, Any], goal_id: str | None, joint_names: Collection[str]
+) -> TrajectoryGoal | Rejection:
+    def rendered(error: ErrorDetails, fields: Collection[str]) -> str:
+        return render.trajectory_reason(error, fields, POINT_FIELDS)
+
+    model = _validate(TrajectoryModel, document, goal_id, rendered)
+    if isinstance(model, Rejection):
+        return model
+    return trajectory_goal(model, goal_id, joint_names)
 
 
 def parse_estop(payload: bytes) -> EstopCommand:
@@ -356,16 +358,19 @@ def _recover_id(document: dict[str, Any]) -> str | None:
     return None
 
 
-_M = TypeVar("_M", bound=_Payload)
+_M = TypeVar("_M", bound=Payload)
 
 
-def _validate(model: type[_M], document: dict[str, Any], goal_id: str | None) -> _M | Rejection:
+def _validate(
+    model: type[_M],
+    document: dict[str, Any],
+    goal_id: str | None,
+    rendered: Callable[[ErrorDetails, Collection[str]], str] = render.reason,
+) -> _M | Rejection:
     try:
         return model.model_validate(document)
     except ValidationError as exc:
-        reasons = [
-            render.reason(error, model.model_fields) for error in exc.errors(include_url=False)
-        ]
+        reasons = [rendered(error, model.model_fields) for error in exc.errors(include_url=False)]
         return Rejection(goal_id, render.join_reasons(reasons))
     except (OverflowError, ValueError) as exc:  # defensive: nothing a client sends may escape
         return Rejection(goal_id, f"invalid payload: {exc}")

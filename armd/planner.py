@@ -3,8 +3,10 @@ gripper goal needs only a limit check; a pose goal is IK seeded from the *measur
 and reachability checks, the "no branch jump" rule), a linear goal a straight tool line checked
 point by point and time-scaled; a keypoints goal is mapped (`kinematics.mapping`) from the
 measured state and refused when a segment stays more than `KEYPOINTS_TOLERANCE` off its target
-direction. Every refusal is a `Rejected` whose message is the goal's reason. No I/O, no state
-between goals: `armd.goals` runs it (pose and keypoints goals in a worker thread).
+direction; a trajectory goal's points are checked against the limits and time-scaled within them
+(`armd.timed_trajectory`). Every refusal is a `Rejected` whose message is the goal's reason. No
+I/O, no state between goals: `armd.goals` runs it (pose, keypoints and trajectory goals in a
+worker thread).
 """
 
 from __future__ import annotations
@@ -16,8 +18,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from armd.messages import GripperGoal, JointsGoal, KeypointsGoal, NamedGoal, PoseGoal
+from armd.contract import MAX_MOTION_DURATION_S
+from armd.messages import (
+    GripperGoal,
+    JointsGoal,
+    KeypointsGoal,
+    NamedGoal,
+    PoseGoal,
+    TrajectoryGoal,
+)
 from armd.protocol import FollowPath, Grip, Move, MoveTo, Sample
+from armd.timed_trajectory import plan_trajectory
 from armd.trajectory import MotionLimits, PlanningError, plan_path
 from kinematics import KinematicsError, KinematicTree, Pose
 from kinematics.ik import IKOptions
@@ -35,7 +46,7 @@ __all__ = [
 ]
 
 Array = NDArray[np.float64]
-Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal
+Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | TrajectoryGoal
 PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
 MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm step
 # rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
@@ -91,14 +102,15 @@ class Planner:
     def plan(self, goal: Planned, sample: Sample) -> Move:
         """The loop command for `goal` from the loop's `sample`, or `Rejected`."""
         try:
-            if isinstance(goal, JointsGoal):
-                return self._plan_joints(goal, sample)
-            if isinstance(goal, NamedGoal):
-                return self._plan_joints(self._named(goal), sample)
+            if isinstance(goal, JointsGoal | NamedGoal):
+                joints = goal if isinstance(goal, JointsGoal) else self._named(goal)
+                return self._plan_joints(joints, sample)
             if isinstance(goal, GripperGoal):
                 return self._plan_gripper(goal, sample)
             if isinstance(goal, KeypointsGoal):
                 return self._plan_keypoints(goal, sample)
+            if isinstance(goal, TrajectoryGoal):
+                return self._plan_trajectory(goal, sample)
             if goal.motion == "linear":
                 return self._plan_linear(goal, sample)
             return self._plan_pose(goal, sample)
@@ -168,6 +180,48 @@ class Planner:
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
         return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+
+    def _plan_trajectory(self, goal: TrajectoryGoal, sample: Sample) -> Move:
+        """Every point within the limits, then the curve through them time-scaled within the
+        motion limits; the joints it does not name keep their commanded position."""
+        fixed = sorted(set(goal.joints) & self.settings.fixed_joints)
+        if fixed:
+            raise Rejected(f"joints: {fixed} are fixed by the configuration")
+        commanded = sample.commanded_position
+        assert commanded is not None
+        names = self.tree.joint_names
+        columns = [names.index(joint) for joint in goal.joints]  # `armd.payloads` checked them
+        shapes = {len(row) for row in (*goal.positions, *(goal.velocities or ()))}
+        if shapes != {len(columns)} or len(goal.positions) != len(goal.times):
+            raise Rejected("points: one position (and velocity) per joint for every point")
+        positions = np.tile(commanded, (len(goal.times), 1))
+        positions[:, columns] = goal.positions
+        velocities = None
+        if goal.velocities is not None:
+            velocities = np.zeros_like(positions)
+            velocities[:, columns] = goal.velocities
+        lower, upper = self.tree.limits.lower, self.tree.limits.upper
+        outside = (positions < lower) | (positions > upper)
+        if np.any(outside):
+            i, q = (int(k) for k in np.argwhere(outside)[0])
+            raise Rejected(
+                f"points[{i}].positions[{columns.index(q)}]: {names[q]} {positions[i, q]:.6g} "
+                f"outside its limits [{lower[q]:.6g}, {upper[q]:.6g}]"
+            )
+        try:
+            plan = plan_trajectory(
+                np.array(goal.times), positions, velocities, self.limits, goal.speed,
+                (lower, upper), tuple(names),
+            )  # fmt: skip
+        except PlanningError as exc:
+            raise Rejected(str(exc)) from None
+        duration = plan.trajectory.duration
+        if not duration <= MAX_MOTION_DURATION_S:
+            raise Rejected(
+                f"points: the trajectory would take {duration:.6g} s at this speed within the "
+                f"limits (at most {MAX_MOTION_DURATION_S:g} s)"
+            )
+        return FollowPath(goal.goal_id, plan.trajectory, note=plan.note())
 
     def _target(self, goal: PoseGoal) -> tuple[str, Pose | Array]:
         link = goal.link or self.tool_link

@@ -10,8 +10,9 @@ Commands (daemon → loop):
 
 - `MoveTo`: a joint target at rest; the loop plans the jerk-limited motion from its commanded
   state (ruckig, microseconds);
-- `FollowPath`: a path planned and time-scaled before the seam (`armd.trajectory.TimedPath`),
-  starting where the arm is, at rest;
+- `FollowPath`: a path planned and time-scaled before the seam: a `armd.trajectory.TimedPath`
+  starting where the arm is, at rest; or a `armd.timed_trajectory.TimedTrajectory`, which the
+  loop reaches from its commanded state by a jerk-limited approach to its first point;
 - `Stop`, `EngageEstop`, `Reset`, `Shutdown`.
 
 Events (loop → daemon): `StatusUpdate` (of a goal), `FaultChanged`, `ModeChanged`, `Sample` (the
@@ -33,6 +34,7 @@ from numpy.typing import NDArray
 
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
 from armd.safety import MeasuredState
+from armd.timed_trajectory import TimedTrajectory
 from armd.trajectory import MotionLimits, Setpoint, TimedPath
 
 __all__ = [
@@ -88,12 +90,14 @@ class MoveTo:
 
 @dataclass(frozen=True, slots=True)
 class FollowPath:
-    """Follow `path` from where the arm is, at rest (e.g. a straight tool line); `tolerance` as
-    for `MoveTo`, at the path's end."""
+    """Follow `path`: a `TimedPath` from where the arm is, at rest (e.g. a straight tool line), or
+    a `TimedTrajectory` after an approach to its first point (a ``trajectory`` goal);
+    `tolerance` as for `MoveTo`, at the path's end."""
 
     goal_id: str
-    path: TimedPath
+    path: TimedPath | TimedTrajectory
     tolerance: Array | None = None
+    note: str | None = None  # the reason of the accepted status (how much it was slowed down)
 
 
 Move = MoveTo | FollowPath

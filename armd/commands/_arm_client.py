@@ -20,7 +20,7 @@ from typing import Any
 import aiomqtt
 
 from armd.broker import MqttSettings, connection_options
-from armd.contract import Topics
+from armd.contract import Topics, encode
 from armd.errors import ArmdError
 
 __all__ = [
@@ -104,8 +104,9 @@ class ArmClient:
         return early
 
     async def publish(self, topic: str, payload: dict[str, Any]) -> None:
-        """Publish `payload` as JSON at QoS 1 (returns once the broker acknowledged it)."""
-        await self.client.publish(topic, json.dumps(payload), qos=1)
+        """Publish `payload` as compact JSON at QoS 1 (returns once the broker acknowledged it).
+        Compact as the contract's `encode`: a large goal (a trajectory) fits the payload bound."""
+        await self.client.publish(topic, encode(payload), qos=1)
 
 
 @asynccontextmanager

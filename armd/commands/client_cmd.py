@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from armd.commands._arm_client import ArmClient
     from armd.config import ArmSetup
 
-__all__ = ["goal_payload", "register"]
+__all__ = ["connected", "goal_payload", "load_setup", "register"]
 
 ESTOP_CONFIRM_S = 5.0
 """Longest wait for the state's mode to show an e-stop command, s."""
@@ -160,7 +160,7 @@ def goal_payload(args: argparse.Namespace, goal_id: str, setup: ArmSetup) -> dic
 # -- commands -------------------------------------------------------------------------------------
 
 
-def _load(path: Path) -> ArmSetup | None:
+def load_setup(path: Path) -> ArmSetup | None:
     from armd.config import load_config
     from armd.errors import ConfigError
 
@@ -171,7 +171,7 @@ def _load(path: Path) -> ArmSetup | None:
         return None
 
 
-def _connected(setup: ArmSetup, run: Callable[[ArmClient], Awaitable[int]]) -> int:
+def connected(setup: ArmSetup, run: Callable[[ArmClient], Awaitable[int]]) -> int:
     """asyncio.run(run(client)) on a client connected to `setup`'s arm; broker and availability
     problems are one line and exit 1."""
     import aiomqtt
@@ -195,7 +195,7 @@ def _goal(args: argparse.Namespace) -> int:
     if not (args.timeout > 0 and math.isfinite(args.timeout)):
         say_error(f"goal: --timeout: {args.timeout} must be > 0 seconds")
         return EXIT_USAGE
-    setup = _load(args.config)
+    setup = load_setup(args.config)
     if setup is None:
         return EXIT_FAILURE
     goal_id = args.id or uuid.uuid4().hex[:12]
@@ -209,11 +209,11 @@ def _goal(args: argparse.Namespace) -> int:
     async def run(client: ArmClient) -> int:
         return await send_goal(client, setup, payload, args.timeout)
 
-    return _connected(setup, run)
+    return connected(setup, run)
 
 
 def _estop(args: argparse.Namespace) -> int:
-    setup = _load(args.config)
+    setup = load_setup(args.config)
     if setup is None:
         return EXIT_FAILURE
     from armd.messages import Mode
@@ -237,14 +237,14 @@ def _estop(args: argparse.Namespace) -> int:
             say_error(f"estop {args.action}: the arm's mode did not show it in {ESTOP_CONFIRM_S} s")
             return EXIT_FAILURE
 
-    return _connected(setup, run)
+    return connected(setup, run)
 
 
 def _watch(args: argparse.Namespace) -> int:
     if not (args.interval > 0 and math.isfinite(args.interval)):
         say_error(f"watch: --interval: {args.interval} must be > 0 seconds")
         return EXIT_USAGE
-    setup = _load(args.config)
+    setup = load_setup(args.config)
     if setup is None:
         return EXIT_FAILURE
     from armd.commands.watch_view import watch
@@ -252,4 +252,4 @@ def _watch(args: argparse.Namespace) -> int:
     async def run(client: ArmClient) -> int:
         return await watch(client, setup, interval_s=args.interval, once=args.once)
 
-    return _connected(setup, run)
+    return connected(setup, run)

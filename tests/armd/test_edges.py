@@ -31,6 +31,7 @@ from armd.messages import (
     Rejection,
     StatusUpdate,
     StopGoal,
+    TrajectoryGoal,
 )
 from armd.payloads import MAX_CARTESIAN_M, MAX_JOINT_POSITION, MIN_SPEED, parse_goal
 from kinematics.ik import IKOptions
@@ -105,8 +106,34 @@ def gripper_goal() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def trajectory_goal() -> st.SearchStrategy[dict[str, Any]]:
+    times = edges | st.floats(0.0, 5.0)
+    return st.lists(st.sampled_from(JOINTS), min_size=1, max_size=3, unique=True).flatmap(
+        lambda joints: st.fixed_dictionaries(
+            {
+                "type": st.just("trajectory"),
+                "joints": st.just(joints),
+                "points": st.lists(
+                    st.fixed_dictionaries(
+                        {"t": times, "positions": st.lists(numbers, min_size=len(joints),
+                                                           max_size=len(joints))}
+                    ),
+                    min_size=2,
+                    max_size=5,
+                ),
+            },
+            optional={"speed": speeds},
+        )
+    )  # fmt: skip
+
+
 documents = st.one_of(
-    joints_goal(), pose_goal(), keypoints_goal(), gripper_goal(), st.just({"type": "stop"})
+    joints_goal(),
+    pose_goal(),
+    keypoints_goal(),
+    gripper_goal(),
+    trajectory_goal(),
+    st.just({"type": "stop"}),
 )
 steps = st.lists(
     st.tuples(documents, st.booleans(), st.integers(0, 150)),  # (goal, through the parser, ticks)
@@ -115,7 +142,7 @@ steps = st.lists(
 )
 
 
-def direct_goal(goal_id: str, document: dict[str, Any]) -> Goal | None:
+def direct_goal(goal_id: str, document: dict[str, Any]) -> Goal | None:  # noqa: PLR0911 (per type)
     """The goal as code could build it, with the raw values (no parser checks)."""
     speed = float(document.get("speed", 1.0))
     kind = document["type"]
@@ -136,6 +163,11 @@ def direct_goal(goal_id: str, document: dict[str, Any]) -> Goal | None:
         return GripperGoal(
             goal_id, float(opening), None if effort is None else float(effort), speed
         )
+    if kind == "trajectory":
+        points = document["points"]
+        times = tuple(float(p["t"]) for p in points)
+        positions = tuple(tuple(float(q) for q in p["positions"]) for p in points)
+        return TrajectoryGoal(goal_id, tuple(document["joints"]), times, positions, None, speed)
     if kind == "keypoints":
         order = [link for link in LINKS if link in document["points"]]
         points = tuple(tuple(document["points"][link]) for link in order)
@@ -192,6 +224,17 @@ def assert_contract(statuses: list[StatusUpdate]) -> None:
 @example([({"type": "gripper", "position": "close", "effort": 5e-324}, True, 150)])
 @example([({"type": "gripper", "position": 0.0, "effort": 0.0, "speed": 1.0}, False, 150)])
 @example([({"type": "pose", "position": (99.0, 0.1, 0.4), "motion": "linear"}, False, 0)])
+@example(
+    [
+        ({"type": "joints", "positions": {"shoulder_pan_joint": 0.5}, "speed": 0.5}, True, 60),
+        ({"type": "trajectory", "joints": ["elbow_joint"], "points": [
+            {"t": -1e308, "positions": [1.0]}, {"t": 1e308, "positions": [2.9999999999999996]}]},
+         False, 50),
+        ({"type": "trajectory", "joints": ["shoulder_pan_joint", "elbow_joint"], "points": [
+            {"t": 0.0, "positions": [0.3, 1.0]}, {"t": 5e-324, "positions": [-0.3, 2.0]}]},
+         False, 150),
+    ]
+)  # fmt: skip
 async def test_edge_values_never_take_anything_down(
     script: list[tuple[dict[str, Any], bool, int]],
 ) -> None:

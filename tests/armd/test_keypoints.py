@@ -105,7 +105,8 @@ INVALID: list[tuple[str, str, str]] = [
     ("typo", "{" + K + ', "point": {"tool": [0, 0, 0], "base": [1, 0, 0]}}',
      "points: required field is missing; point: unknown field (did you mean 'points'?)"),
     ("unknown-type", '{"id": "k", "type": "keypoint"}',
-     "type: 'keypoint' must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', 'stop'"),
+     "type: 'keypoint' must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', "
+     "'trajectory', 'stop'"),
 ]  # fmt: skip
 
 

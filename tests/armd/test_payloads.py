@@ -106,11 +106,14 @@ MALFORMED: list[tuple[str, bytes | str, str | None, str]] = [
      "duplicate key(s) in the JSON object: 'type'"),
     ("missing-type", '{"id": "a"}', "a",
      "type: required field is missing; one of "
-     "'pose', 'joints', 'keypoints', 'gripper', 'named', 'stop'"),
+     "'pose', 'joints', 'keypoints', 'gripper', 'named', "
+     "'trajectory', 'stop'"),
     ("unknown-type", '{"id": "a", "type": "dance"}', "a",
-     "type: 'dance' must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', 'stop'"),
+     "type: 'dance' must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', "
+     "'trajectory', 'stop'"),
     ("type-not-string", '{"id": "a", "type": 1}', "a",
-     "type: 1 must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', 'stop'"),
+     "type: 1 must be one of 'pose', 'joints', 'keypoints', 'gripper', 'named', "
+     "'trajectory', 'stop'"),
     ("missing-id", '{"type": "pose", "position": [1, 2, 3]}', None,
      "id: required field is missing; it must be a non-empty string of at most 128 characters"),
     ("empty-id", '{"id": "", "type": "stop"}', None,
@@ -219,7 +222,8 @@ def test_oversized_payload_is_rejected_before_parsing() -> None:
 def test_echoed_values_are_truncated() -> None:
     parsed = goal({"id": "t", "type": "x" * 1000})
     assert isinstance(parsed, Rejection)
-    assert len(parsed.reason) < 150
+    assert "x" * 61 not in parsed.reason  # the value, clipped (the list of types follows)
+    assert len(parsed.reason) < 200
     assert parsed.reason.startswith("type: 'xxxx")
 
 
