@@ -8,8 +8,11 @@ STAMP := $(VENV)/.installed
 CONFIG ?= config/sim.yaml
 MQTT_HOST ?= 127.0.0.1
 MQTT_PORT ?= 1883
+WS_PORT ?= 9001
 
-.PHONY: all venv kernels ha-peer run test lint typecheck pytest bench soak clean
+DIST := dashboard/dist
+
+.PHONY: all venv kernels ha-peer dashboard run test lint typecheck pytest bench soak clean
 
 all: test
 
@@ -45,9 +48,16 @@ ha-peer: $(HA_VENV)/.installed
 kernels: $(STAMP)
 	$(BIN)/armd compile
 
-# The daemon on the simulated arm, with a broker reachable on $(MQTT_HOST):$(MQTT_PORT).
-run: kernels
-	@scripts/ensure-mosquitto.sh --reachable $(MQTT_HOST) $(MQTT_PORT)
+# The web dashboard in $(DIST) (Node.js >= 20.19: npm ci, type check, Vite; only what changed);
+# without Node.js it says the dashboard is skipped, and everything else goes on.
+dashboard:
+	@scripts/build-dashboard.sh
+
+# The daemon on the simulated arm, with a broker reachable on $(MQTT_HOST):$(MQTT_PORT) and MQTT over
+# WebSockets on 127.0.0.1:$(WS_PORT), where Mosquitto also serves the dashboard (docs/dashboard.md).
+run: kernels dashboard
+	@scripts/ensure-mosquitto.sh --websockets $(MQTT_HOST) $(MQTT_PORT) $(WS_PORT) $(CURDIR)/$(DIST)
+	@if [ -f $(DIST)/index.html ]; then echo "dashboard: http://127.0.0.1:$(WS_PORT)/ (or: $(BIN)/armd dashboard)"; fi
 	$(BIN)/armd run --config $(CONFIG)
 
 lint: $(STAMP)
@@ -63,6 +73,8 @@ pytest: $(STAMP)
 test: kernels ha-peer
 	@scripts/ensure-mosquitto.sh --installed
 	@scripts/ensure-node-red.sh
+	@scripts/ensure-browser-test.sh
+	@scripts/build-dashboard.sh
 	$(MAKE) --no-print-directory lint typecheck pytest
 
 bench: $(STAMP)
@@ -79,4 +91,4 @@ soak: $(STAMP)
 	$(BIN)/python bench/soak.py
 
 clean:
-	rm -rf $(VENV) $(HA_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(HA_VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis $(DIST) dashboard/node_modules

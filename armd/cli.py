@@ -42,6 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "leader": ("leader_cmd", "teleoperate a follower arm from a leader arm over MQTT"),
     "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
     "sim-device": ("sim_device_cmd", "run simulated devices (ODrive, Dynamixel, Feetech)"),
+    "dashboard": ("dashboard_cmd", "serve the web dashboard (see and drive the arms in a browser)"),
 }
 """Command → (module of `armd.commands` that registers it, one-line help for ``armd --help``)."""
 

@@ -14,7 +14,9 @@ Options:
 - ``password_file`` (``make_password_file``): anonymous clients are refused;
 - ``tls`` (``make_tls_files`` makes a CA, a server certificate for 127.0.0.1/localhost and a
   client certificate with ``openssl``): a TLS listener on ``tls_port``, optionally requiring a
-  client certificate.
+  client certificate;
+- ``websockets``: an MQTT-over-WebSockets listener on ``websockets_port`` (what a browser, e.g.
+  the dashboard, connects to: ``ws://127.0.0.1:<websockets_port>``).
 """
 
 from __future__ import annotations
@@ -78,12 +80,14 @@ class MosquittoBroker:
         tls: TlsFiles | None = None,
         require_client_certificate: bool = False,
         persistence: bool = False,
+        websockets: bool = False,
         extra_config: Sequence[str] = (),
     ) -> None:
         self.workdir = workdir
         self.host = HOST
         self.port = port if port is not None else free_port()
         self.tls_port = free_port() if tls is not None else None
+        self.websockets_port = free_port() if websockets else None
         self.password_file = password_file
         self.tls = tls
         self.require_client_certificate = require_client_certificate
@@ -112,7 +116,7 @@ class MosquittoBroker:
                 start_new_session=True,
             )
         deadline = time.monotonic() + START_TIMEOUT_S
-        for port in (self.port, self.tls_port):
+        for port in (self.port, self.tls_port, self.websockets_port):
             if port is not None:
                 self._wait_listening(port, deadline)
 
@@ -190,6 +194,8 @@ class MosquittoBroker:
                 f"keyfile {self.tls.server_key}",
                 f"require_certificate {'true' if self.require_client_certificate else 'false'}",
             ]
+        if self.websockets_port is not None:
+            lines += [f"listener {self.websockets_port} {self.host}", "protocol websockets"]
         return "\n".join(lines) + "\n"
 
     def _wait_listening(self, port: int, deadline: float) -> None:

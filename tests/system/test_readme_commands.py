@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -95,18 +96,28 @@ def workdir(tmp_path: Path, mosquitto: MosquittoBroker) -> Path:
     return tmp_path
 
 
-def _shell_line(command: Command, port: int, workdir: Path) -> list[str] | str:
+@pytest.fixture
+def mosquitto(tmp_path: Path) -> Iterator[MosquittoBroker]:
+    """The test's broker, with a WebSockets listener: `make run` finds the dashboard's listener
+    there (its WS_PORT) rather than starting a bridged broker of its own that would outlive the
+    test."""
+    with MosquittoBroker(tmp_path / "mosquitto", websockets=True) as broker:
+        yield broker
+
+
+def _shell_line(command: Command, broker: MosquittoBroker, workdir: Path) -> list[str] | str:
     """How the test runs `command`: `make run` on the test's broker and config copy; the
     mosquitto clients with the broker's port; everything else exactly as written."""
     line = command.line.removesuffix("&").strip()
     if line == "make run":
         return [
             "make", "-C", str(ROOT), "-o", ".venv/.installed", f"BIN={BIN}",
-            f"CONFIG={workdir / 'config' / 'sim.yaml'}", f"MQTT_PORT={port}", "run",
+            f"CONFIG={workdir / 'config' / 'sim.yaml'}", f"MQTT_PORT={broker.port}",
+            f"WS_PORT={broker.websockets_port}", "run",
         ]  # fmt: skip
     words = shlex.split(line)
     if words[0] in ("mosquitto_sub", "mosquitto_pub"):
-        words[1:1] = ["-p", str(port)]
+        words[1:1] = ["-p", str(broker.port)]
     return shlex.join(words)
 
 
@@ -119,7 +130,7 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
     failures: list[str] = []
     try:
         for command in commands:
-            run = _shell_line(command, mosquitto.port, workdir)
+            run = _shell_line(command, mosquitto, workdir)
             if command.line == "make run" or command.background:
                 process = subprocess.Popen(
                     run, cwd=workdir, env=env, shell=isinstance(run, str), text=True,

@@ -1,0 +1,1 @@
+"""Tests of the web dashboard (dashboard/): its forward kinematics against armd's."""

@@ -1,0 +1,439 @@
+"""The web dashboard in a real browser: Debian's chromium driven by Playwright, the page served by
+``armd dashboard``, talking MQTT over WebSockets to a real Mosquitto, with the daemon on the
+simulated UR5. What a person would check: the arm appears online and is drawn, a slider moves it,
+the e-stop button stops it, a rejection shows its reason, an injected fault shows.
+
+Skipped, saying why, only where Debian's chromium or Node.js (to build the dashboard) cannot be
+installed (`make test` installs both: scripts/ensure-browser-test.sh). The page's load time
+(navigation to the first frame that shows the arm) is printed and recorded as a property of the
+test, never asserted. With ``ARMD_DOCS_SCREENSHOTS=1`` the screenshots replace those of
+docs/images/ (shown in the README and docs/dashboard.md); otherwise they go to the test's folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+
+from tests.broker import MosquittoBroker, make_password_file
+from tests.system.helpers import ROOT, Rig, attach_diagnostics, start_rig
+from tests.system.probe import ARM, WAIT_S, MqttProbe, at_rest, joint_positions
+from tests.system.test_security import ACL, DASHBOARD, OPERATOR, daemon_mqtt
+
+CHROMIUM = Path("/usr/bin/chromium")
+DIST = ROOT / "dashboard" / "dist"
+SCREENSHOTS = ROOT / "docs" / "images"
+JOINT = "elbow_joint"
+# The UR5 has no gripper: its wrist roll stands in for one, so the page shows the gripper's buttons.
+GRIPPER = {"gripper": {"joint": "wrist_3_joint", "open": 0.6, "closed": 0.0}}
+UI_WAIT_MS = WAIT_S * 1000  # the page follows the 25 Hz telemetry; generous on a loaded machine
+
+
+def _dashboard_built() -> None:
+    """Build the dashboard if a source changed (a no-op when current); skip without Node.js."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (scripts/ensure-browser-test.sh)")
+    done = subprocess.run(
+        [ROOT / "scripts" / "build-dashboard.sh"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    if not (DIST / "index.html").exists():
+        pytest.skip(done.stdout.strip())  # "dashboard: skipped: Node.js ... (why)"
+
+
+@dataclass
+class Dashboard:
+    rig: Rig
+    browser: Browser
+    page: Page
+    url: str
+    screenshots: Path
+    load_ms: float
+    errors: list[str]  # uncaught script errors of the page
+
+    def screenshot(self, name: str) -> None:
+        self.page.screenshot(path=self.screenshots / name)
+
+
+@contextlib.contextmanager
+def _served(directory: Path, broker: MosquittoBroker) -> Iterator[str]:
+    """``armd dashboard`` on a free port, pointing the page at the broker's WebSockets port;
+    yields the page's URL."""
+    argv = [sys.executable, "-m", "armd", "dashboard", "--port", "0"]
+    argv += ["--broker", f"ws://127.0.0.1:{broker.websockets_port}"]
+    with (directory / "dashboard.out").open("w") as log:
+        server = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert match, f"armd dashboard did not start: {line}"
+        yield match.group(0)
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+@pytest.fixture(scope="module")
+def playwright() -> Iterator[Playwright]:
+    """Playwright, once per module (its synchronous API allows one at a time)."""
+    _dashboard_built()
+    with sync_playwright() as driver:
+        yield driver
+
+
+def _launch(playwright: Playwright, *args: str) -> Browser:
+    """Debian's chromium, headless (never a browser Playwright downloads)."""
+    return playwright.chromium.launch(executable_path=str(CHROMIUM), args=list(args))
+
+
+@pytest.fixture(scope="module")
+def browser(playwright: Playwright) -> Iterator[Browser]:
+    chromium = _launch(playwright)
+    yield chromium
+    chromium.close()
+
+
+def _open(browser: Browser, url: str, errors: list[str]) -> Page:
+    """A new page at `url`; its uncaught script errors are appended to `errors`."""
+    page = browser.new_page(viewport={"width": 1400, "height": 820})
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    return page
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> Iterator[Dashboard]:
+    directory = tmp_path_factory.mktemp("dashboard")
+    screenshots = SCREENSHOTS if os.environ.get("ARMD_DOCS_SCREENSHOTS") == "1" else directory
+    with MosquittoBroker(directory / "mosquitto", websockets=True) as broker:
+        rig = start_rig(directory, broker, overrides=GRIPPER)
+        try:
+            with _served(directory, broker) as url:
+                errors: list[str] = []
+                page = _open(browser, url, errors)
+                page.wait_for_function(
+                    "window.armdDashboard && window.armdDashboard.firstArmFrameAt !== null",
+                    timeout=UI_WAIT_MS,
+                )
+                load_ms = float(page.evaluate("window.armdDashboard.firstArmFrameAt"))
+                yield Dashboard(rig, browser, page, url, screenshots, load_ms, errors)
+        finally:
+            rig.close()
+
+
+def _first_status(probe: MqttProbe, since: int, status: str | None = None) -> dict[str, Any]:
+    """The first ``goal/status`` after `since` (with that `status`, when given): the page makes
+    the goal ids, the test learns them from the statuses."""
+
+    def found() -> dict[str, Any] | None:
+        statuses = [m.json() for m in probe.on("goal/status", since)]
+        return next((s for s in statuses if status in (None, s["status"])), None)
+
+    return probe.wait_for(found, what=f"a {status or 'goal'} status after the page's command")
+
+
+@pytest.fixture
+def ui(dashboard: Dashboard, request: pytest.FixtureRequest) -> Iterator[Dashboard]:
+    """The page, with the arm at rest (holding) and the broker's and daemon's logs on failure;
+    no uncaught script error in the page afterwards."""
+    attach_diagnostics(request, dashboard.rig)
+    dashboard.rig.probe.wait_state(at_rest, what="the arm at rest")
+    yield dashboard
+    assert dashboard.errors == [], "uncaught errors in the page"
+
+
+# Pixels of the 3D view: how many differ from the background, how many have the joints' blue.
+CANVAS_PIXELS = """() => {
+    const canvas = document.querySelector('#view canvas');
+    const copy = document.createElement('canvas');
+    copy.width = canvas.width; copy.height = canvas.height;
+    const context = copy.getContext('2d');
+    context.drawImage(canvas, 0, 0);
+    const data = context.getImageData(0, 0, copy.width, copy.height).data;
+    let drawn = 0, joints = 0;
+    for (let i = 0; i < data.length; i += 4) {
+        const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+        if (Math.abs(r - 0x1d) + Math.abs(g - 0x23) + Math.abs(b - 0x2b) > 24) drawn++;
+        if (b > 150 && b > r + 60 && g > 70) joints++;
+    }
+    return {total: data.length / 4, drawn, joints};
+}"""
+
+
+def test_the_arm_appears_online_and_is_drawn(
+    ui: Dashboard, record_property: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    arm = ui.page.locator('button.arm[data-arm="ur5-sim"]')
+    expect(arm).to_have_attribute("data-state", "online")
+    expect(arm).to_have_class(re.compile(r"\bselected\b"))  # the only online arm: shown at once
+    expect(ui.page.locator("#mode")).to_have_text("holding")
+    expect(ui.page.locator("#joints input[type=range]")).to_have_count(6)
+    expect(ui.page.locator("#named button")).to_have_text(["home", "ready"])
+    pixels = ui.page.evaluate(CANVAS_PIXELS)
+    assert pixels["drawn"] > 0.05 * pixels["total"], pixels  # floor grid and arm, not blank
+    assert pixels["joints"] > 500, pixels  # the joints' blue cylinders are there
+    ui.screenshot("dashboard.png")
+    record_property("load_ms", round(ui.load_ms))
+    with capsys.disabled():
+        print(f"\ndashboard: navigation to the first frame showing the arm: {ui.load_ms:.0f} ms")
+
+
+def test_a_slider_moves_the_arm(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    target = round(joint_positions(probe.latest_state())[JOINT] - 0.4, 2)
+    since = probe.mark()
+    ui.page.locator(f'input[data-joint="{JOINT}"]').fill(str(target))
+    goal = _first_status(probe, since)
+    assert goal["status"] == "accepted", goal
+    assert probe.wait_status(goal["id"], since=since)["status"] == "succeeded"
+    state = probe.wait_state(at_rest, what="the arm at rest")
+    assert abs(joint_positions(state)[JOINT] - target) < 0.005  # joint_tolerance
+    log = ui.page.locator("#statuses li").first
+    expect(log).to_contain_text(f"succeeded joints {JOINT}={target:.2f}", timeout=UI_WAIT_MS)
+
+
+# Where the Cartesian target's magenta sphere is on the screen (its pixels' centre), or null.
+TARGET_ON_SCREEN = """() => {
+    const canvas = document.querySelector('#view canvas');
+    const copy = document.createElement('canvas');
+    copy.width = canvas.width; copy.height = canvas.height;
+    const context = copy.getContext('2d');
+    context.drawImage(canvas, 0, 0);
+    const data = context.getImageData(0, 0, copy.width, copy.height).data;
+    let n = 0, x = 0, y = 0;
+    for (let i = 0; i < data.length; i += 4) {
+        const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+        if (r > 200 && b > 200 && g < 120) {
+            n++;
+            x += (i / 4) % copy.width;
+            y += Math.floor(i / 4 / copy.width);
+        }
+    }
+    const box = canvas.getBoundingClientRect();
+    const scale = box.width / copy.width;
+    return n < 20 ? null : {x: box.left + scale * x / n, y: box.top + scale * y / n, pixels: n};
+}"""
+
+
+def test_the_cartesian_target_is_dragged_and_sent_as_a_pose_goal(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    page = ui.page
+    before = probe.latest_state()["tcp"]["position"]
+    page.locator("#target-from-tcp").click()  # the target appears at the TCP, with its gizmo
+    expect(page.locator("#target-show")).to_be_checked()
+    page.wait_for_function(f"({TARGET_ON_SCREEN})() !== null", timeout=UI_WAIT_MS)
+    start = page.evaluate(TARGET_ON_SCREEN)
+    # Drag the gizmo's centre handle 40 px down: the target moves in the view's plane.
+    page.mouse.move(start["x"], start["y"])
+    page.mouse.down()
+    for step in range(1, 11):
+        page.mouse.move(start["x"], start["y"] + 4 * step)
+    page.mouse.up()
+    moved = page.evaluate(TARGET_ON_SCREEN)
+    ui.screenshot("dashboard-target.png")
+    assert moved["y"] > start["y"] + 20, (start, moved)
+    page.locator("#target-motion").select_option("linear")
+    since = probe.mark()
+    page.locator("#target-send").click()
+    accepted = _first_status(probe, since)
+    assert accepted["status"] == "accepted", accepted
+    assert probe.wait_status(accepted["id"], since=since)["status"] == "succeeded"
+    after = probe.wait_state(at_rest, what="the arm at rest")["tcp"]["position"]
+    assert after[2] < before[2] - 0.02, (before, after)  # dragged down on the screen: lower
+    expect(page.locator("#statuses li").first).to_contain_text("succeeded pose (linear)")
+    page.locator("#target-show").uncheck()
+
+
+def test_an_arm_behind_a_bridge_that_is_down_shows_unreachable(ui: Dashboard) -> None:
+    """docs/fleet.md: with `0` on ``armd/<name>/bridge`` the arm's retained availability is stale;
+    the page says the arm is unreachable until the bridge is back (`1`)."""
+    arm = ui.page.locator('button.arm[data-arm="ur5-sim"]')
+    ui.rig.probe.publish("bridge", "0")
+    expect(arm).to_have_attribute("data-state", "unreachable", timeout=UI_WAIT_MS)
+    expect(ui.page.locator("#mode")).to_have_text("unreachable")
+    ui.rig.probe.publish("bridge", "1")
+    expect(arm).to_have_attribute("data-state", "online", timeout=UI_WAIT_MS)
+    expect(ui.page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+
+
+def test_the_gripper_buttons_open_and_close_it(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    joint, opened = GRIPPER["gripper"]["joint"], GRIPPER["gripper"]["open"]
+    for button, position in (("#gripper-open", opened), ("#gripper-close", 0.0)):
+        since = probe.mark()
+        ui.page.locator(button).click()
+        accepted = _first_status(probe, since)
+        assert accepted["status"] == "accepted", accepted
+        assert probe.wait_status(accepted["id"], since=since)["status"] == "succeeded"
+        state = probe.wait_state(at_rest, what="the arm at rest")
+        assert abs(joint_positions(state)[joint] - position) < 0.005
+    expect(ui.page.locator("#statuses li").first).to_contain_text("succeeded gripper close")
+
+
+def test_the_estop_button_stops_the_arm_and_a_rejection_shows_its_reason(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    page = ui.page
+    page.locator("#speed").fill("0.05")  # a slow move: still moving when the e-stop comes
+    target = round(joint_positions(probe.latest_state())[JOINT] + 1.0, 2)
+    since = probe.mark()
+    page.locator(f'input[data-joint="{JOINT}"]').fill(str(target))
+    probe.wait_mode("moving", since=since)
+    page.locator("#estop").click()
+    state = probe.wait_state(lambda s: at_rest(s, mode="estop"), what="at rest in estop")
+    assert abs(joint_positions(state)[JOINT] - target) > 0.1, "stopped before its target"
+    expect(page.locator("#mode")).to_have_text("estop", timeout=UI_WAIT_MS)
+    _first_status(probe, since, "aborted")  # the slow move's goal
+
+    # A goal during the e-stop is rejected by the daemon: the page shows the reason it gave.
+    since = probe.mark()
+    page.locator('#named button[data-pose="home"]').click()
+    rejected = _first_status(probe, since, "rejected")
+    assert "reset first" in rejected["reason"], rejected
+    rejection = page.locator("#rejection")
+    expect(rejection).to_be_visible()
+    expect(rejection).to_contain_text(f"rejected named home: {rejected['reason']}")
+    ui.screenshot("dashboard-estop.png")
+
+    since = probe.mark()
+    page.locator("#reset").click()
+    probe.wait_mode("holding", since=since)
+    expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+    page.locator("#speed").fill("1")
+
+
+def test_an_injected_fault_shows_until_reset(ui: Dashboard) -> None:
+    probe = ui.rig.probe
+    # The control process stalls longer than the simulated devices' watchdog: a device fault.
+    since = probe.mark()
+    pid = ui.rig.daemon.control_pid
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGCONT)
+    fault = probe.wait_for(
+        lambda: next((m.json() for m in probe.on("fault", since) if m.text), None),
+        what="a fault",
+    )
+    banner = ui.page.locator("#fault")
+    expect(banner).to_be_visible(timeout=UI_WAIT_MS)
+    expect(banner).to_contain_text(f"FAULT {fault['code']}")
+    expect(banner).to_contain_text(fault["message"])
+    expect(ui.page.locator("#status-fault")).to_contain_text(fault["code"])
+    ui.screenshot("dashboard-fault.png")
+
+    since = probe.mark()
+    ui.page.locator("#reset").click()
+    probe.wait_for(lambda: "" in [m.text for m in probe.on("fault", since)], what="fault cleared")
+    expect(banner).to_be_hidden(timeout=UI_WAIT_MS)
+    expect(ui.page.locator("#status-fault")).to_have_text("none")
+    probe.wait_mode("holding", since=since)
+
+
+def test_without_webgl_the_estop_and_everything_but_the_view_work(
+    ui: Dashboard, playwright: Playwright
+) -> None:
+    """A browser without WebGL (or with a broken GPU stack) still shows the arm and stops it."""
+    probe = ui.rig.probe
+    no_3d = _launch(playwright, "--disable-3d-apis")
+    try:
+        errors: list[str] = []
+        page = _open(no_3d, ui.url, errors)
+        expect(page.locator("#overlay")).to_contain_text("No 3D view", timeout=UI_WAIT_MS)
+        expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+        expect(page.locator("#joints input[type=range]")).to_have_count(6)
+        since = probe.mark()
+        page.locator("#estop").click()
+        probe.wait_mode("estop", since=since)
+        expect(page.locator("#mode")).to_have_text("estop", timeout=UI_WAIT_MS)
+        since = probe.mark()
+        page.locator("#reset").click()
+        probe.wait_mode("holding", since=since)
+        assert errors == [], "uncaught errors in the page"
+    finally:
+        no_3d.close()
+
+
+def test_the_page_fetches_nothing_from_elsewhere(dashboard: Dashboard) -> None:
+    """Offline: every request of a fresh load goes to the page's server or the broker."""
+    requests: list[str] = []
+    page = dashboard.browser.new_page()
+    page.on("request", lambda request: requests.append(request.url))
+    page.goto(dashboard.url)  # (not _open: the listener must be there before the load)
+    page.wait_for_function("window.armdDashboard.firstArmFrameAt !== null", timeout=UI_WAIT_MS)
+    page.close()
+    ws = f"ws://127.0.0.1:{dashboard.rig.broker.websockets_port}"
+    own = (dashboard.url, f"blob:{dashboard.url}", ws)  # blob: made by the page itself
+    outside = [url for url in requests if not url.startswith(own)]
+    assert requests
+    assert outside == [], outside
+
+
+def _log_in(page: Page, user: str, password: str) -> None:
+    page.locator("#broker-user").fill(user)
+    page.locator("#broker-password").fill(password)
+    page.locator("#broker-form button[type=submit]").click()
+
+
+def test_with_the_acl_the_read_only_account_is_refused_and_the_operator_served(
+    tmp_path: Path, request: pytest.FixtureRequest, browser: Browser
+) -> None:
+    """config/mosquitto/armd.acl: anonymous is refused at connection, the read-only
+    ``dashboard`` account sees the arm but its goal is refused by the broker (shown with the
+    reason, never reaching the daemon), the ``operator`` account drives the arm."""
+    passwords = {user: secrets.token_urlsafe(16) for user in (ARM, OPERATOR, DASHBOARD)}
+    accounts = make_password_file(tmp_path / "passwd", passwords)
+    acl = [f"acl_file {ACL}"]
+    broker = MosquittoBroker(
+        tmp_path / "mosquitto", password_file=accounts, websockets=True, extra_config=acl
+    )
+    with broker:
+        rig = start_rig(
+            tmp_path / "arm",
+            broker,
+            overrides=daemon_mqtt(tmp_path, passwords[ARM], None),
+            probe_options={"username": OPERATOR, "password": passwords[OPERATOR]},
+        )
+        attach_diagnostics(request, rig)
+        try:
+            with _served(tmp_path, broker) as url:
+                errors: list[str] = []
+                page = _open(browser, url, errors)
+                connection = page.locator("#connection")
+                expect(connection).to_contain_text("Not authorized", timeout=UI_WAIT_MS)
+
+                _log_in(page, DASHBOARD, passwords[DASHBOARD])
+                expect(connection).to_contain_text("connected to", timeout=UI_WAIT_MS)
+                expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+                since = rig.probe.mark()
+                page.locator('#named button[data-pose="ready"]').click()
+                rejection = page.locator("#rejection")
+                expect(rejection).to_contain_text("the broker refused goal", timeout=UI_WAIT_MS)
+                expect(rejection).to_contain_text("Not authorized")
+                rig.probe.wait_for(lambda: len(rig.probe.on("state", since)) >= 10, what="states")
+                assert rig.probe.on("goal/status", since) == [], "the refused goal reached armd"
+
+                _log_in(page, OPERATOR, passwords[OPERATOR])
+                expect(connection).to_contain_text("connected to", timeout=UI_WAIT_MS)
+                expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+                since = rig.probe.mark()
+                page.locator('#named button[data-pose="ready"]').click()
+                accepted = _first_status(rig.probe, since)
+                assert accepted["status"] == "accepted", accepted
+                final = rig.probe.wait_status(accepted["id"], since=since)
+                assert final["status"] == "succeeded", final
+                assert errors == [], "uncaught errors in the page"
+        finally:
+            rig.close()
