@@ -5,6 +5,7 @@ reconnection backoff."""
 from __future__ import annotations
 
 import random
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,8 @@ class MqttSettings:
 
 
 def connection_options(settings: MqttSettings) -> dict[str, Any]:
-    """The broker address, credentials and TLS of `settings` as `aiomqtt.Client` keywords (shared
-    by the bridge and `armd goal`)."""
+    """The broker address, credentials, TLS and socket options (TCP_NODELAY) of `settings` as
+    `aiomqtt.Client` keywords (shared by the bridge, `armd goal` and `armd leader`)."""
     password = settings.password
     if isinstance(password, SecretStr):
         password = password.get_secret_value()
@@ -76,6 +77,10 @@ def connection_options(settings: MqttSettings) -> dict[str, Any]:
         "username": settings.username,
         "password": password,
         "tls_params": tls,
+        # Nagle's algorithm would hold a small message until the broker acknowledges the one
+        # before: a QoS 0 stream (no PUBACK to carry that acknowledgement) then leaves in bursts
+        # at the rate the broker happens to send us something (25 Hz telemetry), tens of ms late
+        "socket_options": ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
     }
 
 

@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fk": ("kinematics_cmd", "forward kinematics: the pose of a link at q"),
     "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
     "calibrate": ("calibrate_cmd", "record each joint's offset and range by hand (torque off)"),
+    "leader": ("leader_cmd", "teleoperate a follower arm from a leader arm over MQTT"),
     "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
     "sim-device": ("sim_device_cmd", "run simulated devices (ODrive, Dynamixel, Feetech)"),
     "dashboard": ("dashboard_cmd", "serve the web dashboard (see and drive the arms in a browser)"),

@@ -12,11 +12,10 @@ import math
 import re
 import types
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self, Union, get_args, get_origin
+from typing import Annotated, Literal, Self, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     ValidationError,
@@ -27,6 +26,9 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from armd import reasons
+from armd.config_base import Section as _Section
+from armd.config_base import positive as _positive
+from armd.leader_schema import LeaderConfig
 from armd.reasons import Loc
 from drivers import DriverError, DriverParams, load_driver_class
 
@@ -53,15 +55,6 @@ DEFAULT_JERK_PER_ACCELERATION = 20.0
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
 # A named pose's name: a ``named`` goal's `name`, part of Home Assistant's button ids.
 PoseName = Annotated[str, StringConstraints(pattern=f"^{_NAME.pattern}$", max_length=64)]
-
-
-class _Section(BaseModel):
-    # strict: YAML already types its scalars, so "3" is not silently a number (ints are floats).
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
-
-
-def _positive(default: float | None, description: str) -> Any:  # a pydantic FieldInfo
-    return Field(default, gt=0.0, description=description)
 
 
 class LimitsConfig(_Section):
@@ -271,7 +264,7 @@ class ArmConfig(_Section):
     realtime_priority: int = Field(50, ge=0, le=99, description="control process SCHED_FIFO")
     telemetry_hz: float = _positive(25.0, "must be <= loop_hz")
     joints: dict[str, JointConfig] = Field(description="model joint name: its driver and device")
-    fixed_joints: dict[str, float] = {}
+    fixed_joints: dict[str, float] = Field({})
     drivers: dict[str, DriverConfig] = Field(min_length=1, description="driver name: type, params")
     safety: SafetyConfig = SafetyConfig()
     motion: MotionConfig = MotionConfig()
@@ -288,6 +281,9 @@ class ArmConfig(_Section):
     )
     poses: dict[PoseName, dict[str, Annotated[float, Field(allow_inf_nan=False)]]] = Field(
         {}, description="named poses: name: {joint: position}, for ``named`` goals"
+    )
+    leader: LeaderConfig | None = Field(
+        None, description="as a leader arm for `armd leader` (docs/teleoperation.md); null: none"
     )
 
     @field_validator("fixed_joints", "safety", "motion", "stream", "mqtt", "poses", mode="before")

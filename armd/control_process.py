@@ -29,7 +29,6 @@ import contextlib
 import gc
 import logging
 import math
-import os
 import signal
 import socket
 import sys
@@ -47,7 +46,7 @@ from armd.protocol import (
     Sample,
     Shutdown,
 )
-from armd.timing import PreciseTimer, Schedule
+from armd.timing import PreciseTimer, Schedule, raise_priority
 from armd.wiring import ControlSetup, build_hardware, build_loop
 from drivers import DriverError
 
@@ -240,24 +239,6 @@ class ControlServer:
             await self._writer.wait_closed()
 
 
-def _raise_priority(priority: int) -> None:
-    if priority <= 0:
-        return
-    try:  # pid 0: this process's main thread; the threads it starts (bus readers) inherit it
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    except (OSError, AttributeError) as exc:  # AttributeError: not Linux
-        log.warning(
-            "control process: real-time priority %d refused (%s): running at normal priority, so "
-            "a busy machine delays ticks; allow it with LimitRTPRIO=%d (see "
-            "systemd/armd.service) or set realtime_priority: 0",
-            priority,
-            exc.strerror if isinstance(exc, OSError) else exc,
-            priority,
-        )
-    else:
-        log.info("control process: real-time priority %d (SCHED_FIFO)", priority)
-
-
 async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
     sock = socket.socket(fileno=fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
@@ -271,7 +252,7 @@ async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
         write_message(writer, OpenFailed(f"control link: expected the setup, got {setup!r}"))
         await writer.drain()
         return 1
-    _raise_priority(setup.realtime_priority)
+    raise_priority(setup.realtime_priority, "control process")
     return await ControlServer(setup, reader, writer, watchdog_interval_s).serve()
 
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import socket
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -74,7 +73,6 @@ class MqttSession:
             timeout=settings.timeout_s,
             keepalive=settings.keepalive_s,
             queue_type=_handing_queue(on_message),
-            socket_options=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),),
         )
         self._client.pending_calls_threshold = 4 * _INFLIGHT  # our own batches are expected
         self._connected = False

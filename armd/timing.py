@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import logging
 import math
 import os
 import sys
@@ -18,9 +19,10 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-__all__ = ["PreciseTimer", "Schedule", "TimingStats"]
+__all__ = ["PreciseTimer", "Schedule", "TimingStats", "raise_priority"]
 
 Clock = Callable[[], float]
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,3 +245,25 @@ class Schedule:
 
 LATENESS_BIN_S = 1e-5  # 10 µs
 _LATENESS_BINS = 10_000  # up to 100 ms
+
+
+def raise_priority(priority: int, who: str) -> None:
+    """Ask for real-time scheduling (``SCHED_FIFO`` at `priority`; 0: stay at normal priority)
+    for this process, so that a busy machine does not delay its ticks; `who` names the process in
+    the log. Refused (no ``LimitRTPRIO``, not Linux): a warning, and it runs at normal priority."""
+    if priority <= 0:
+        return
+    try:  # pid 0: this process's main thread; the threads it starts (bus readers) inherit it
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except (OSError, AttributeError) as exc:  # AttributeError: not Linux
+        log.warning(
+            "%s: real-time priority %d refused (%s): running at normal priority, so a busy "
+            "machine delays ticks; allow it with LimitRTPRIO=%d (see systemd/armd.service) or "
+            "set realtime_priority: 0",
+            who,
+            priority,
+            exc.strerror if isinstance(exc, OSError) else exc,
+            priority,
+        )
+    else:
+        log.info("%s: real-time priority %d (SCHED_FIFO)", who, priority)

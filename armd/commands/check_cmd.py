@@ -59,6 +59,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         setup = load_config(args.config, kernels=False)
+        if setup.config.leader is not None:  # its links and joints, on both models
+            from armd.leader import leader_setup
+
+            leader_setup(setup, follower="check")
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_FAILURE

@@ -4,9 +4,7 @@ the sim driver's `hand_file`), its aborts, and its refusals."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
 import subprocess
 import sys
@@ -20,7 +18,7 @@ from armd.calibration import read_calibration
 from armd.config import load_config
 from armd.errors import ConfigError
 from tests.armd.terminal import CTRL_C, CTRL_D, Terminal
-from tests.system.helpers import write_config
+from tests.system.helpers import Hand, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOLUTION = 2 * math.pi / 16384  # the sim devices' encoder count, rad
@@ -29,18 +27,6 @@ RESOLUTION = 2 * math.pi / 16384  # the sim devices' encoder count, rad
 def counts(position: float) -> float:
     """`position` (rad) on a whole encoder count, so the readings are exactly it."""
     return round(position / RESOLUTION) * RESOLUTION
-
-
-class Hand:
-    """Moves the simulated devices (torque off) through the sim driver's hand file."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def put(self, **positions: float) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(positions), encoding="utf-8")
-        os.replace(tmp, self.path)  # whole, never half-written
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 import re
 import signal
@@ -29,6 +30,7 @@ from tests.system.probe import WAIT_S, MqttProbe
 
 ROOT = Path(__file__).resolve().parents[2]
 SIM_CONFIG = ROOT / "config" / "sim.yaml"
+SIM_LEADER_CONFIG = ROOT / "config" / "sim_leader.yaml"
 UNIT = ROOT / "systemd" / "armd.service"
 START_S = 60.0  # daemon start-up (imports numpy and numba; compiles when the cache is cold)
 _SYSTEMD_VARIABLES = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
@@ -51,6 +53,39 @@ def write_config(
     path = directory / "armd.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
+
+
+def write_leader_config(
+    directory: Path, broker_port: int, overrides: Mapping[str, Any] | None = None
+) -> tuple[Path, Hand]:
+    """config/sim_leader.yaml (a sim UR5 leader streaming joint to joint) like `write_config`:
+    absolute model paths, the test broker's port, its lock file and hand file in `directory`,
+    deep-merged with `overrides`. Returns its path and the `Hand` that moves its devices."""
+    config = yaml.safe_load(SIM_LEADER_CONFIG.read_text(encoding="utf-8"))
+    for section, key in ((config, "model"), (config["leader"], "follower_model")):
+        section[key] = str((SIM_LEADER_CONFIG.parent / section[key]).resolve())
+    config["mqtt"]["port"] = broker_port
+    config["lock_file"] = str(directory / "leader.lock")
+    hand = Hand(directory / "leader-hand.json")
+    config["drivers"]["sim"]["params"]["hand_file"] = str(hand.path)
+    _merge(config, overrides or {})
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "leader.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path, hand
+
+
+class Hand:
+    """Moves simulated devices whose torque is off through the sim driver's hand file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def put(self, **positions: float) -> None:
+        """Put the named devices at these positions (rad at the shaft)."""
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(positions), encoding="utf-8")
+        os.replace(tmp, self.path)  # whole, never half-written
 
 
 def _merge(base: dict[str, Any], overrides: Mapping[str, Any]) -> None:

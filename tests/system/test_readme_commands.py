@@ -82,6 +82,15 @@ def workdir(tmp_path: Path, mosquitto: MosquittoBroker) -> Path:
         assert old in text, f"config/sim.yaml no longer has {old!r}: update this test"
         text = text.replace(old, new)
     sim.write_text(text, encoding="utf-8")
+    leader = tmp_path / "config" / "sim_leader.yaml"  # the Teleoperation section's leader
+    text = leader.read_text(encoding="utf-8")
+    for old, new in {
+        "port: 1883": f"port: {mosquitto.port}",
+        "lock_file: /tmp/armd-ur5-leader.lock": f"lock_file: {tmp_path / 'leader.lock'}",
+    }.items():
+        assert old in text, f"config/sim_leader.yaml no longer has {old!r}: update this test"
+        text = text.replace(old, new)
+    leader.write_text(text, encoding="utf-8")
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     (tmp_path / ".venv" / "bin" / "armd").symlink_to(BIN / "armd")
     return tmp_path
