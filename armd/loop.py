@@ -372,6 +372,15 @@ class ControlLoop:
         if starting is not None:
             # monotonic: the same clock in every process (bench/loop.py measures goal latency)
             log.debug("goal %s: first command at monotonic %.6f", starting, time.monotonic())
+        stream = self.motions.active.stream if self.motions.active is not None else None
+        if stream is not None and stream.target_tick == self.tick_count:  # taken this tick
+            # bench/stream.py: a leader's read → this command, by the message's seq
+            log.debug(
+                "stream %s seq %d: first command at monotonic %.6f",
+                stream.stream_id,
+                stream.seq,
+                time.monotonic(),
+            )
         try:
             await self.hardware.write(position, velocity)
         except DriverError as exc:

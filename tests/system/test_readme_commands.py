@@ -165,6 +165,9 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
     for goal_id in ("g1", "g2"):  # each got its statuses (the e-stop right after may abort them)
         assert re.search(rf'goal/status {{"id": ?"{goal_id}"', subscriber), subscriber
     assert "armd/ur5-sim/state" not in subscriber, "the README's subscription shows telemetry"
+    leader = next(out for line, out in outputs.items() if line.startswith("armd leader"))
+    assert '"status": "accepted"' in leader, leader  # Teleoperation: the follower took the stream
+    assert "stream ended:" in leader, leader
 
 
 def _stop(background: list[tuple[Command, subprocess.Popen[str]]]) -> dict[str, str]:
