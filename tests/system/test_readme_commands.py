@@ -116,8 +116,9 @@ def _shell_line(command: Command, broker: MosquittoBroker, workdir: Path) -> lis
             f"WS_PORT={broker.websockets_port}", "run",
         ]  # fmt: skip
     words = shlex.split(line)
-    if words[0] in ("mosquitto_sub", "mosquitto_pub"):
-        words[1:1] = ["-p", str(broker.port)]
+    if words[0] not in ("mosquitto_sub", "mosquitto_pub"):
+        return line  # as written: redirections and pipes stay the shell's
+    words[1:1] = ["-p", str(broker.port)]
     return shlex.join(words)
 
 
@@ -155,6 +156,14 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
                     f"$ {command.line}\n  exit {done.returncode}\n  stdout: {done.stdout}\n"
                     f"  stderr: {done.stderr}\n  expected: {command.expected}"
                 )
+        if any(command.line.startswith("armd leader") for command, _ in background):
+            # Teleoperation: the follower takes the leader's stream and goes where the hand put
+            # the leader (its base at 0.5 rad) before the leader is stopped
+            probe.wait_status("ur5-leader", final=False, timeout_s=START_S)
+            probe.wait_state(
+                lambda s: abs(s["joints"]["shoulder_pan_joint"]["position"] - 0.5) < 0.01,
+                what="the follower where the leader is",
+            )
         outputs = _stop(background)  # make run last: Ctrl-C, as the README says
         probe.wait_availability("offline", since=0)
     finally:
