@@ -368,19 +368,7 @@ class ControlLoop:
         position, velocity = self.limiter.apply(wanted.position, wanted.velocity)
         acceleration = (velocity - self.commanded.velocity) / self.settings.period_s
         self.commanded = Setpoint(position, velocity, acceleration)
-        starting = self.motions.starting(self.tick_count)
-        if starting is not None:
-            # monotonic: the same clock in every process (bench/loop.py measures goal latency)
-            log.debug("goal %s: first command at monotonic %.6f", starting, time.monotonic())
-        stream = self.motions.active.stream if self.motions.active is not None else None
-        if stream is not None and stream.target_tick == self.tick_count:  # taken this tick
-            # bench/stream.py: a leader's read → this command, by the message's seq
-            log.debug(
-                "stream %s seq %d: first command at monotonic %.6f",
-                stream.stream_id,
-                stream.seq,
-                time.monotonic(),
-            )
+        self.motions.log_first_commands(self.tick_count)
         try:
             await self.hardware.write(position, velocity)
         except DriverError as exc:

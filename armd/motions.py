@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ from armd.trajectory import Hold, Motion, MotionLimits, PlanningError, Setpoint,
 __all__ = ["Ended", "Motions"]
 
 log = logging.getLogger(__name__)
+_first_commands = logging.getLogger("armd.loop.first_commands")  # under armd.loop: its level
 Array = NDArray[np.float64]
 Status = Callable[[str | None, GoalStatus, str | None], None]
 STREAM_DISABLED = "stream: streaming is not enabled in the config (stream.enabled)"
@@ -294,12 +296,25 @@ class Motions:
         active = self.active
         return active is not None and active.stream is not None and active.stream.quiet(tick)
 
-    def starting(self, tick: int) -> str | None:
-        """The goal whose motion issues its first command at this tick, if any."""
+    def log_first_commands(self, tick: int) -> None:
+        """At DEBUG, when this tick issues the first command of a goal's motion or of a stream's
+        newest target (`armd.loop` at DEBUG: the benches' latencies, bench/loop.py and
+        bench/stream.py). `time.monotonic`: the same clock in every process."""
         active = self.active
-        if active is None or active.is_stop or active.start_tick != tick:
-            return None
-        return active.goal_id
+        if active is None or not _first_commands.isEnabledFor(logging.DEBUG):
+            return
+        if active.start_tick == tick and not active.is_stop:
+            _first_commands.debug(
+                "goal %s: first command at monotonic %.6f", active.goal_id, time.monotonic()
+            )
+        stream = active.stream
+        if stream is not None and stream.target_tick == tick:  # a leader's read → this command
+            _first_commands.debug(
+                "stream %s seq %d: first command at monotonic %.6f",
+                stream.stream_id,
+                stream.seq,
+                time.monotonic(),
+            )
 
     def track(self, measured: MeasuredState, tick: int, commanded: Setpoint) -> Ended | None:
         """Whether the motion under way ended at this tick (its goal's final status sent).
