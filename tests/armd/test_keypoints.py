@@ -12,28 +12,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from armd.goals import KEYPOINTS_TOLERANCE, GoalPipeline, PlanSettings, Rejected
+from armd.goals import KEYPOINTS_TOLERANCE, GoalPipeline, Rejected
 from armd.messages import GoalStatus, KeypointsGoal, Mode, Rejection, StatusUpdate
 from armd.payloads import parse_goal
 from armd.protocol import EngageEstop, MoveTo
 from kinematics import KinematicTree
-from kinematics.ik import IKOptions
 from tests.armd.rig import LIMITS, ROBOTS, Rig, assert_within_limits
 from tests.armd.rig import pipeline_rig as rig_with_pipeline
+from tests.armd.test_goals import Q0, SETTINGS  # the goal tests' planner settings and start
 
 LINKS = ("base", "upper_arm", "forearm", "tool")  # the model's order, root first
 LINK_LIST = "[base, upper_arm, forearm, tool]"
 KEYPOINTS = ("upper_arm_link", "forearm_link", "wrist_2_link", "tool0")  # see test_mapping.py
-SETTINGS = PlanSettings(
-    ik=IKOptions(max_joint_change=1.0, time_budget_s=0.05),
-    linear_step=0.005,
-    angular_step=0.05,
-    max_linear_speed=0.25,
-    max_angular_speed=1.0,
-    pose_tolerance=(1e-3, 1e-2),
-    fixed_joints=frozenset({"wrist_3_joint"}),
-)
-Q0 = np.array([0.0, -1.2, 1.4, -1.5, -1.57, 0.0])
 
 
 def goal(payload: bytes | str | dict[str, Any]) -> object:

@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from armd.contract import MAX_TRAJECTORY_POINTS, encode, goal_json
-from armd.goals import GoalPipeline, PlanSettings, Rejected
+from armd.goals import GoalPipeline, Rejected
 from armd.messages import GoalStatus, JointsGoal, Rejection, TrajectoryGoal
 from armd.payloads import MAX_PAYLOAD_BYTES, parse_goal
 from armd.protocol import FollowPath
 from armd.timed_trajectory import QuinticCurve, TimedTrajectory, plan_trajectory
 from armd.trajectory import MotionLimits
-from kinematics.ik import IKOptions
 from tests.armd.rig import (
     ACCELERATION,
     JERK,
@@ -29,19 +28,10 @@ from tests.armd.rig import (
     make_rig,
 )
 from tests.armd.rig import pipeline_rig as rig_with_pipeline
+from tests.armd.test_goals import Q0, SETTINGS  # the goal tests' planner settings and start
 
 JOINTS = ("shoulder_pan_joint", "elbow_joint")
 NAMES = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint")
-SETTINGS = PlanSettings(
-    ik=IKOptions(max_joint_change=1.0, time_budget_s=0.05),
-    linear_step=0.005,
-    angular_step=0.05,
-    max_linear_speed=0.25,
-    max_angular_speed=1.0,
-    pose_tolerance=(1e-3, 1e-2),
-    fixed_joints=frozenset({"wrist_3_joint"}),
-)
-Q0 = np.array([0.0, -1.2, 1.4, -1.5, -1.57, 0.0])
 
 
 def parse(document: dict[str, Any] | bytes) -> TrajectoryGoal | Rejection:
