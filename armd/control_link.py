@@ -20,9 +20,18 @@ from __future__ import annotations
 import asyncio
 import pickle
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Closed", "OpenFailed", "Opened", "Watchdog", "read_message", "write_message"]
+__all__ = [
+    "Closed",
+    "OpenFailed",
+    "Opened",
+    "Watchdog",
+    "read_message",
+    "write_message",
+    "write_messages",
+]
 
 _HEADER = struct.Struct(">I")
 MAX_FRAME = 16 * 1024 * 1024  # a frame this large is a bug, not a message
@@ -53,8 +62,17 @@ class Closed:
 
 def write_message(writer: asyncio.StreamWriter, message: object) -> None:
     """Queue one frame on `writer` (never blocks; the transport buffers)."""
+    writer.write(_frame(message))
+
+
+def write_messages(writer: asyncio.StreamWriter, messages: Iterable[object]) -> None:
+    """Queue one frame per message on `writer`, in one write."""
+    writer.write(b"".join(map(_frame, messages)))
+
+
+def _frame(message: object) -> bytes:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    writer.write(_HEADER.pack(len(data)) + data)
+    return _HEADER.pack(len(data)) + data
 
 
 async def read_message(reader: asyncio.StreamReader) -> object | None:

@@ -35,7 +35,15 @@ import sys
 import time
 from collections.abc import Sequence
 
-from armd.control_link import Closed, Opened, OpenFailed, Watchdog, read_message, write_message
+from armd.control_link import (
+    Closed,
+    Opened,
+    OpenFailed,
+    Watchdog,
+    read_message,
+    write_message,
+    write_messages,
+)
 from armd.logs import configure_logging
 from armd.messages import GoalStatus, StatusUpdate
 from armd.protocol import (
@@ -79,11 +87,22 @@ class ControlServer:
         self.loop = build_loop(setup, self.hardware, schedule, self._emit)
         self._missed_reported = 0
         self._missed_warned_at = -math.inf
+        self._outbox: list[Event] = []
 
     def _emit(self, event: Event) -> None:
-        if isinstance(event, Sample) and self._backed_up():
-            return  # the next one carries the state as well
-        self._send(event)
+        """Events wait until the tick or the command that made them is done (`_flush_events`):
+        nothing is written to the daemon between a tick's read and its command."""
+        self._outbox.append(event)
+
+    def _flush_events(self) -> None:
+        """Send the waiting events, in order, in one write."""
+        outbox, self._outbox = self._outbox, []
+        if self._writer.is_closing():
+            return
+        backed_up = self._backed_up()
+        events = [e for e in outbox if not (backed_up and isinstance(e, Sample))]
+        if events:  # a `Sample` dropped while backed up: the next one carries the state as well
+            write_messages(self._writer, events)
 
     def _backed_up(self) -> bool:
         return self._writer.transport.get_write_buffer_size() >= SAMPLE_BACKLOG_BYTES
@@ -133,6 +152,12 @@ class ControlServer:
         self.loop.handle(Shutdown())
 
     def _apply(self, message: object) -> None:
+        try:
+            self._handle(message)
+        finally:
+            self._flush_events()
+
+    def _handle(self, message: object) -> None:
         if not isinstance(message, Command):  # the protocol's union of command types
             log.error("control link: not a command: %r", message)
             return
@@ -143,7 +168,7 @@ class ControlServer:
             goal_id = getattr(message, "goal_id", None)
             if goal_id is not None:
                 reason = f"internal error: {type(exc).__name__}: {exc}"
-                self._send(StatusUpdate(goal_id, GoalStatus.ABORTED, reason))
+                self._emit(StatusUpdate(goal_id, GoalStatus.ABORTED, reason))
             if isinstance(message, EngageEstop):  # fail safe
                 self.loop.handle(EngageEstop())
 
@@ -173,6 +198,7 @@ class ControlServer:
         every_stats = max(1, int(STATS_INTERVAL_S * self.setup.loop_hz))
 
         def after_tick() -> None:
+            self._flush_events()
             if self._watchdog_interval_s and loop.tick_count % every_watchdog == 0:
                 self._send(Watchdog())
             if loop.tick_count % every_stats == 0:
@@ -183,6 +209,7 @@ class ControlServer:
         try:
             await loop.run(after_tick)
         finally:
+            self._flush_events()
             self.log_timing()
 
     def _warn_missed_ticks(self) -> None:

@@ -163,9 +163,9 @@ class GoalPipeline:
         if not self.accepting:  # the broker was lost while planning: do not start moving now
             self._status(goal.goal_id, GoalStatus.REJECTED, BROKER_LOST)
             return
+        self.port.send(request)  # first: the status only joins a queue, the loop waits for this
         note = request.note if isinstance(request, FollowPath) else None
         self._status(goal.goal_id, GoalStatus.ACCEPTED, note)
-        self.port.send(request)
 
     async def _wait_at_rest(self, goal_id: str) -> None:
         """Linear paths start from rest: stop a running motion first (it is preempted)."""

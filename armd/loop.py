@@ -123,6 +123,8 @@ class ControlLoop:
         """Take a command (`armd.protocol`); it acts at the next tick."""
         if isinstance(command, MoveTo | FollowPath | Stop | StreamTarget):
             self.motions.take(command)
+            if self._enabled and self.commanded is not None:
+                self.motions.prepare(self.commanded, (self.limiter.lower, self.limiter.upper))
         elif isinstance(command, EngageEstop):
             self._estop_request = True
         elif isinstance(command, Reset):
