@@ -7,9 +7,7 @@ when every joint is within its tolerance of the motion's end, ``aborted`` when i
 ``preempted`` when a newer goal replaced it. Statuses go to `status`; the loop keeps the mode, the
 commanded state and the drives, and is told which mode a change calls for.
 
-A move that arrives while the arm holds still is planned at once (`prepare`, between ticks): the
-tick that starts it only checks that the arm still holds where the motion starts, so the
-first command is not kept waiting for ruckig (~0.1 ms, more on a cold cache).
+A move that arrives while the arm holds still is planned at once, between ticks (`prepare`).
 
 A stream (`StreamTarget`s of one session) is a motion like a goal's: its first target starts an
 `armd.streaming.StreamFollower` (``accepted``), later ones retarget it; it pre-empts the motion
@@ -29,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from armd.messages import GoalStatus, Mode
-from armd.moves import check_move, plan_motion
+from armd.moves import Prepared, motion_for, prepare
 from armd.protocol import (
     STOP_REQUESTED,
     FollowPath,
@@ -72,31 +70,6 @@ class _Active:
     settled_tick: int | None = None  # a stream that ended: when its command came to rest
 
 
-@dataclass(frozen=True, slots=True)
-class _Prepared:
-    """A move planned between ticks from the state the arm held then (`Motions.prepare`)."""
-
-    move: Move
-    start: Array  # the held position it starts from
-    lower: Array  # the limiter's bounds it was checked against
-    upper: Array
-    motion: Motion
-
-    def fits(self, move: Move, commanded: Setpoint, bounds: tuple[Array, Array]) -> bool:
-        """Whether it is still `move`'s motion from `commanded` within `bounds`."""
-        return (
-            move is self.move
-            and bounds[0] is self.lower
-            and bounds[1] is self.upper
-            and _at_rest(commanded)
-            and np.array_equal(commanded.position, self.start)
-        )
-
-
-def _at_rest(state: Setpoint) -> bool:
-    return not (state.velocity.any() or state.acceleration.any())
-
-
 class Motions:
     """See the module docstring. Ticks are the loop's tick counts; `period_s` its period."""
 
@@ -120,7 +93,7 @@ class Motions:
         self.stream_timeout_s = stream_timeout_s
         self.pending: Move | Stop | StreamTarget | None = None
         self.active: _Active | None = None
-        self._prepared: _Prepared | None = None
+        self._prepared: Prepared | None = None
         self.taken = 0  # motion commands (moves and stops) taken in
         self._newest_session = -1  # the newest stream session started (or refused)
 
@@ -157,20 +130,10 @@ class Motions:
             self._status(replaced.goal_id, GoalStatus.PREEMPTED, superseded(by))
 
     def prepare(self, commanded: Setpoint, bounds: tuple[Array, Array]) -> None:
-        """Plan the waiting move now if the arm holds still at `commanded` (the state the next
-        tick starts it from, unless something changes first: `apply` checks). A move that cannot
-        be planned is left to the tick, which reports why."""
-        move = self.pending
-        if not isinstance(move, MoveTo | FollowPath) or self.active is not None:
-            return
-        if not _at_rest(commanded):  # a motion just ended with the limiter still braking
-            return
-        try:
-            check_move(move, bounds[0], bounds[1], self.limits)
-            motion = plan_motion(move, commanded)
-        except Exception:  # the tick plans it again and reports the error
-            return
-        self._prepared = _Prepared(move, commanded.position.copy(), *bounds, motion)
+        """Plan the waiting move now if the arm holds still at `commanded` (`armd.moves.prepare`:
+        the tick that starts it only checks that nothing changed since)."""
+        if isinstance(self.pending, MoveTo | FollowPath) and self.active is None:
+            self._prepared = prepare(self.pending, commanded, bounds, self.limits)
 
     def drop_pending(self, reason: str) -> None:
         """The waiting command will not run: its goal is ``aborted`` (a stop's is served)."""
@@ -291,11 +254,7 @@ class Motions:
     ) -> Mode | None:
         prepared, self._prepared = self._prepared, None
         try:
-            if prepared is not None and prepared.fits(move, commanded, bounds):
-                motion = prepared.motion
-            else:
-                check_move(move, bounds[0], bounds[1], self.limits)
-                motion = plan_motion(move, commanded)
+            motion = motion_for(move, commanded, bounds, self.limits, prepared)
         except PlanningError as exc:
             self._status(move.goal_id, GoalStatus.ABORTED, str(exc))
             return None
