@@ -296,7 +296,9 @@ async def soak(
     limits = setup.limits
     record = Record({n: (limits[n].lower, limits[n].upper) for n in limits.names})
     topics = Topics.for_arm(setup.name)
-    async with aiomqtt.Client(harness.HOST, setup.mqtt.port, identifier="bench-soak") as mqtt:
+    async with aiomqtt.Client(
+        harness.HOST, setup.mqtt.port, identifier="bench-soak", socket_options=harness.NODELAY
+    ) as mqtt:
         for topic in (topics.goal_status, topics.state, topics.fault):
             await mqtt.subscribe(topic, qos=1)
         client = Client(mqtt, setup, Traffic(setup, seed), record)

@@ -27,7 +27,6 @@ import json
 import logging
 import math
 import re
-import socket
 import sys
 import tempfile
 import time
@@ -58,6 +57,7 @@ sys.path.append(str(_HERE))
 from harness import (  # noqa: E402
     HOME,
     HOST,
+    NODELAY,
     ROOT,
     CpuTimes,
     daemon_process,
@@ -76,7 +76,6 @@ DEVICES = ("base", "shoulder", "elbow")
 JOINTS = (0, 1, 2)  # their q indices
 AMPLITUDE = np.array([0.3, 0.2, -0.25])  # rad
 FREQUENCY_HZ = 0.5  # peak 0.94 rad/s, 3.0 rad/s²: within the UR5 config's limits
-NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)  # as armd's clients (armd.broker)
 COMMANDED = re.compile(r"stream (\S+) seq (\d+): first command at monotonic (\d+\.\d+)")
 
 
