@@ -96,6 +96,8 @@ class ControlServer:
 
     def _flush_events(self) -> None:
         """Send the waiting events, in order, in one write."""
+        if not self._outbox:  # most ticks
+            return
         outbox, self._outbox = self._outbox, []
         if self._writer.is_closing():
             return
