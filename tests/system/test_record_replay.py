@@ -20,9 +20,10 @@ from tests.system.helpers import Rig, armd_command
 from tests.system.probe import WAIT_S, at_rest, joint_positions
 
 JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
-# rad: measured 6-13 mrad (25 Hz states interpolated, the sim's lag on a path of its own measured
-# positions); the replayed curve itself stays within 1 mrad of the recording.
-TRACKING = 0.025
+# rad: measured 1.1-1.5 mrad in 8 runs (25 Hz states interpolated, the sim's lag); the replayed
+# curve itself stays within 1 mrad of the recording. Until 2026-11-26 the replay's states were cut
+# at its last moving one, which forced the time alignment off by up to ~40 ms: 2-32 mrad.
+TRACKING = 0.008
 
 
 def armd(*args: object, timeout_s: float = 4 * WAIT_S) -> subprocess.CompletedProcess[str]:
@@ -95,8 +96,12 @@ def test_a_recording_is_replayed_and_followed(arm: Rig, tmp_path: Path) -> None:
     assert [g["type"] for g in sent] == ["trajectory"]
     assert len(sent[0]["points"]) < recording.times.shape[0]  # simplified
 
-    followed = [s for s in arm.probe.states(mark) if s["mode"] == "moving"]
-    error = tracking_error(recording, followed)
+    # From the replay's first moving state on, the rest after it included: the recording's
+    # window ends at rest too, and the replay's own end comes a variable while after the last
+    # moving state (when its goal settles, on a 25 Hz grid).
+    states = arm.probe.states(mark)
+    start = next(i for i, s in enumerate(states) if s["mode"] == "moving")
+    error = tracking_error(recording, states[start:])
     assert error < TRACKING, (error, dry.stdout, done.stderr)
 
 
