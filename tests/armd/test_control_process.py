@@ -283,6 +283,42 @@ async def test_frames_arrive_whole_and_in_order_and_the_end_reads_as_none() -> N
     assert received == messages
 
 
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.array([0.1, -2.5, np.nan, np.inf, -np.inf, 5e-324, 1e308, -0.0]),  # edges, a subnormal
+        np.arange(24, dtype=np.float64).reshape(4, 6),
+        np.arange(24, dtype=np.float64).reshape(4, 6)[:, ::2],  # not contiguous
+        np.arange(24, dtype=np.float64).reshape(6, 4).T,  # Fortran order
+        np.zeros((0, 6)),
+        np.array(3.5),  # 0-d
+        np.array([1, -2, 3], dtype=np.int32),
+        np.array([True, False]),
+        np.array([1.5, 2.5], dtype=">f8"),  # big-endian
+        np.array(["a", 1], dtype=object),  # numpy's own reduction
+        np.zeros(2, dtype=[("x", "f8"), ("n", "i4")]),  # structured: numpy's own too
+    ],
+    ids=lambda a: f"{a.dtype}{a.shape}",
+)
+async def test_arrays_cross_the_link_equal_and_writable(array: np.ndarray) -> None:
+    (_, writer), (reader, _) = await stream_pair()
+    sample = Sample(7, 1.5, Mode.MOVING, 2, True, True, 0, None, array)
+    write_message(writer, sample)
+    writer.close()
+    received = await read_message(reader)
+    assert isinstance(received, Sample)
+    got = received.values
+    assert got.dtype == array.dtype
+    assert got.shape == array.shape
+    if array.dtype == object or array.dtype.fields:
+        assert got.tolist() == array.tolist()
+    else:
+        np.testing.assert_array_equal(got, array)
+        assert np.signbit(got).tolist() == np.signbit(array).tolist()  # -0.0 stays negative
+    if got.size:
+        got.flat[0] = got.flat[-1]  # the loop and the daemon may work in place
+
+
 async def test_a_stream_that_ends_inside_a_frame_is_an_error() -> None:
     (_, writer), (reader, _) = await stream_pair()
     writer.write(b"\x00\x00\x01\x00" + b"x" * 10)  # 256 bytes announced, 10 sent
