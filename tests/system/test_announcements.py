@@ -29,8 +29,12 @@ def retained_on(rig: Rig, topic: str) -> list[tuple[str, bytes]]:
     since = rig.probe.mark()
     rig.probe.client.subscribe(topic, qos=1)
     count = len(discovery_messages(load_config(rig.config, kernels=False), "homeassistant"))
-    rig.probe.wait_for(lambda: len(rig.probe.messages[since:]) >= count, what=f"retained {topic}")
-    return [(m.topic, m.payload) for m in rig.probe.messages[since:] if m.retain]
+
+    def got() -> list[tuple[str, bytes]]:  # the probe's other topics (state) arrive meanwhile
+        return [(m.topic, m.payload) for m in rig.probe.messages[since:] if m.retain]
+
+    rig.probe.wait_for(lambda: len(got()) >= count, what=f"retained {topic}")
+    return got()
 
 
 def test_the_model_is_retained_and_describes_the_arm_as_the_daemon_runs_it(arm: Rig) -> None:
