@@ -199,22 +199,22 @@ class Daemon:
         """``state``: the measured joints and the forward kinematics of the tool link."""
         setup = self.setup
         q, velocity, effort = sample.values[0], sample.values[1], sample.measured_effort
-        pose = setup.tree.fk(np.nan_to_num(q), setup.tool_link)
+        pose = setup.tree.fk(q if np.isfinite(q).all() else np.nan_to_num(q), setup.tool_link)
+        position, orientation = pose.translation.tolist(), pose.quaternion.tolist()
         self.bridge.publish_telemetry(
             Telemetry(
                 t=sample.t,
                 mode=sample.mode,
-                joints={
-                    name: (float(q[i]), float(velocity[i]), float(effort[i]))
-                    for i, name in enumerate(setup.tree.joint_names)
-                },
-                tcp_link=setup.tool_link,
-                tcp_position=(
-                    float(pose.translation[0]),
-                    float(pose.translation[1]),
-                    float(pose.translation[2]),
+                joints=dict(
+                    zip(
+                        setup.tree.joint_names,
+                        zip(q.tolist(), velocity.tolist(), effort.tolist(), strict=True),
+                        strict=True,
+                    )
                 ),
-                tcp_orientation=tuple(float(v) for v in pose.quaternion),  # type: ignore[arg-type]
+                tcp_link=setup.tool_link,
+                tcp_position=(position[0], position[1], position[2]),
+                tcp_orientation=(orientation[0], orientation[1], orientation[2], orientation[3]),
                 missed_ticks=sample.missed_ticks,
             )
         )

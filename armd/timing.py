@@ -77,7 +77,8 @@ class PreciseTimer:
             self._fd = self._timerfd.create()
             self._loop = asyncio.get_running_loop()
             self._loop.add_reader(self._fd, self._expired)
-        self._expired()  # expirations not yet read (an overrun tick): the grid moved on
+        if self._next is not None and time.monotonic() >= self._next:
+            self._expired()  # an expiry not yet read (an overrun tick): the grid moved on
         if self._next is None or abs(self._next - deadline) > _SAME_DEADLINE_S:
             self._timerfd.arm(self._fd, deadline, self._period_s or 0.0)
             self._next = deadline

@@ -102,3 +102,23 @@ async def test_period_error_percentiles_come_from_a_histogram_without_a_history(
     assert stats.p99_s == pytest.approx(1e-4)  # the 100th: 99 µs, in [90, 100) µs
     assert stats.max_s == pytest.approx(0.25)
     assert not any(isinstance(v, list | tuple) and len(v) > 20_000 for v in vars(schedule).values())
+
+
+async def test_after_an_overrun_a_periodic_timer_sleeps_to_its_next_slot_without_spinning() -> None:
+    """Expiries that passed unread during a long tick neither end the next wait early nor leave
+    it spinning on the clock until its deadline."""
+    period = 0.02
+    timer = PreciseTimer(period)
+    try:
+        first = time.monotonic() + period
+        await timer.sleep_until(first)
+        while time.monotonic() < first + 2.5 * period:  # the tick overruns two slots and a half
+            pass
+        deadline = first + 3 * period  # the next slot on the grid, ~10 ms away
+        cpu0 = time.thread_time()
+        await timer.sleep_until(deadline)
+        cpu = time.thread_time() - cpu0
+        assert time.monotonic() >= deadline
+        assert cpu < 0.5 * (deadline - first - 2.5 * period), f"{cpu * 1e3:.2f} ms of CPU"
+    finally:
+        timer.close()
