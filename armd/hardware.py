@@ -49,6 +49,17 @@ class ArmHardware:
         # while drivers home (enable with `slow_enable_s`): the monotonic time it must end by
         self.homing_until: float | None = None
         self._warnings = RateLimiter(burst=1, interval_s=5.0)
+        # what `_measured` starts from each tick: (driver, device, joint index, sign, joint name)
+        # per driven joint; arrays copied rather than built (fixed joints are never stale)
+        self._devices = [
+            (driver, device, int(transmission.driven[i]), j.sign, j.joint)
+            for i, ((driver, device), j) in enumerate(
+                zip(transmission.devices, transmission.joints, strict=True)
+            )
+        ]
+        n, dof = len(transmission), len(self.joint_names)
+        self._unread_motors, self._still_motors = np.full(n, np.nan), np.zeros(n)
+        self._no_efforts, self._fixed_stamps = np.full(dof, np.nan), np.full(dof, np.inf)
 
     async def _each(
         self,
@@ -155,23 +166,19 @@ class ArmHardware:
 
     def _measured(self) -> MeasuredState:
         t = self.transmission
-        n = len(t)
-        motor_p = np.full(n, np.nan)
-        motor_v = np.zeros(n)
-        effort = np.full(len(self.joint_names), np.nan)
-        stamps = np.full(len(self.joint_names), np.inf)  # fixed joints are never stale
+        motor_p, motor_v = self._unread_motors.copy(), self._still_motors.copy()
+        effort, stamps = self._no_efforts.copy(), self._fixed_stamps.copy()
         faults: list[tuple[str, DeviceFault]] = []
-        for i, (driver, device) in enumerate(t.devices):
+        for i, (driver, device, joint, sign, name) in enumerate(self._devices):
             state = self._states[driver].get(device)
-            joint = t.driven[i]
             if state is None:
                 stamps[joint] = -np.inf
                 continue
             motor_p[i], motor_v[i], stamps[joint] = state.position, state.velocity, state.timestamp
             if state.effort is not None:
-                effort[joint] = state.effort * t.joints[i].sign  # along the joint's axis
+                effort[joint] = state.effort * sign  # along the joint's axis
             if state.fault is not None:
-                faults.append((t.joints[i].joint, state.fault))
+                faults.append((name, state.fault))
         return MeasuredState(
             position=t.joint_positions(motor_p),
             velocity=t.joint_velocities(motor_v),

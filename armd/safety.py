@@ -111,13 +111,26 @@ class SafetyMonitor:
         # to a position found outside them, then narrowed as the joint comes back.
         self._lower = lower.copy()
         self._upper = upper.copy()
+        self._widened = False  # `_lower`/`_upper` beyond the limits somewhere
+        self._bounds = (lower - thresholds.limit_tolerance, upper + thresholds.limit_tolerance)
+        self._followed = np.ones(len(self.joint_names), dtype=bool)
+        self._followed[list(thresholds.unfollowed)] = False
         self._straining_since = np.full(len(self.joint_names), np.nan)  # s; NaN: not straining
 
     def accept_excursion(self, position: Array) -> None:
         """After a reset: a joint outside its limits may stay there and move back toward them
         (only); the allowed range follows it inward."""
-        self._lower = np.minimum(self.lower, position - self.thresholds.limit_tolerance)
-        self._upper = np.maximum(self.upper, position + self.thresholds.limit_tolerance)
+        self._allow(
+            np.minimum(self.lower, position - self.thresholds.limit_tolerance),
+            np.maximum(self.upper, position + self.thresholds.limit_tolerance),
+        )
+
+    def _allow(self, lower: Array, upper: Array) -> None:
+        """The range the "outside the limits" check allows (plus its tolerance)."""
+        self._lower, self._upper = lower, upper
+        self._widened = bool(np.any(lower < self.lower) or np.any(upper > self.upper))
+        tol = self.thresholds.limit_tolerance
+        self._bounds = (lower - tol, upper + tol)
 
     def check(
         self,
@@ -163,10 +176,14 @@ class SafetyMonitor:
     def _outside_limits(self, measured: MeasuredState) -> Check:
         tol = self.thresholds.limit_tolerance
         position = measured.position
-        outside = (position < self._lower - tol) | (position > self._upper + tol)
-        if not np.any(outside):
-            self._lower = np.maximum(self._lower, np.minimum(self.lower, position))
-            self._upper = np.minimum(self._upper, np.maximum(self.upper, position))
+        low, high = self._bounds
+        outside = (position < low) | (position > high)
+        if not outside.any():
+            if self._widened:  # the range follows the joint back inward (the limits otherwise)
+                self._allow(
+                    np.maximum(self._lower, np.minimum(self.lower, position)),
+                    np.minimum(self._upper, np.maximum(self.upper, position)),
+                )
             return _OK
         i = int(np.flatnonzero(outside)[0])
         joint = self.joint_names[i]
@@ -208,9 +225,8 @@ class SafetyMonitor:
             self.thresholds.following_error + self.thresholds.following_error_per_velocity * speed
         )
         error = np.abs(commanded - measured.position)
-        exceeded = error > bound
-        exceeded[list(self.thresholds.unfollowed)] = False
-        if not np.any(exceeded):
+        exceeded = (error > bound) & self._followed
+        if not exceeded.any():
             return _OK
         i = int(np.argmax(np.where(exceeded, error - bound, -np.inf)))
         joint = self.joint_names[i]

@@ -206,11 +206,11 @@ class ArmTransmission:
     def commands(self, q: ArrayLike, qd: ArrayLike) -> dict[str, dict[str, DeviceCommand]]:
         """One `DeviceCommand` per driven joint for joint positions `q` and velocities `qd`
         (dof,), grouped by driver: ``{driver: {device: command}}``."""
-        positions = self.motor_positions(q)
-        velocities = self.motor_velocities(qd)
+        positions = self.motor_positions(q).tolist()
+        velocities = self.motor_velocities(qd).tolist()
         out: dict[str, dict[str, DeviceCommand]] = {}
         for (driver, device), p, v in zip(self.devices, positions, velocities, strict=True):
-            out.setdefault(driver, {})[device] = DeviceCommand(float(p), float(v))
+            out.setdefault(driver, {})[device] = DeviceCommand(p, v)
         return out
 
     def __repr__(self) -> str:
