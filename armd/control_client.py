@@ -3,7 +3,7 @@
 `ControlClient` starts the process, sends it the `ControlSetup`, and then carries the control
 protocol (`armd.protocol`) across the seam: `port` (a `LoopPort`) sends commands and holds the
 latest `Sample`; every event the loop emits goes to `on_event` (called on the daemon's event
-loop), systemd's watchdog keep-alives to `on_watchdog`.
+loop, as the link reads it), systemd's watchdog keep-alives to `on_watchdog`.
 
 Lifecycle: `start` (the process opens the drivers; raises `ArmdError` if it cannot), `run` (reads
 the events until the process closes; raises `ArmdError` if it ends without `Closed`), `shutdown`
@@ -21,7 +21,7 @@ import socket
 import sys
 from collections.abc import Callable
 
-from armd.control_link import Closed, Opened, OpenFailed, Watchdog, read_message, write_message
+from armd.control_link import Closed, Link, Opened, OpenFailed, Watchdog
 from armd.errors import ArmdError
 from armd.messages import StatusUpdate
 from armd.protocol import Command, Event, LoopPort, Sample, Shutdown
@@ -51,8 +51,7 @@ class ControlClient:
         self._watchdog_interval_s = watchdog_interval_s
         self._log_level = log_level  # an `armd.logs` spec
         self._process: asyncio.subprocess.Process | None = None
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._link: Link | None = None
         self._closed = asyncio.Event()
         self.port = LoopPort(self._transmit, self._report, len(setup.joint_names))
 
@@ -60,9 +59,21 @@ class ControlClient:
         self._on_event(update)
 
     def _transmit(self, command: Command) -> None:
-        if self._writer is None or self._writer.is_closing():
+        if self._link is None or self._link.closing:
             raise ArmdError("the control process is not running")
-        write_message(self._writer, command)
+        self._link.send(command)
+
+    def _dispatch(self, message: object) -> None:
+        """A message of the control process, as the link reads it."""
+        if isinstance(message, Sample):
+            self.port.take(message)
+            self._on_event(message)
+        elif isinstance(message, Watchdog):
+            self._on_watchdog()
+        elif isinstance(message, Closed):
+            self._closed.set()
+        else:
+            self._on_event(message)  # type: ignore[arg-type]
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -91,16 +102,17 @@ class ControlClient:
             )
         finally:
             theirs.close()
-        self._reader, self._writer = await asyncio.open_unix_connection(sock=ours)
-        write_message(self._writer, self.setup)
+        self._link = await Link.connect(ours)
+        self._link.send(self.setup)
         try:
             async with asyncio.timeout(START_TIMEOUT_S):
-                first = await read_message(self._reader)
+                first = await self._link.next()
         except (TimeoutError, ConnectionError) as exc:
             await self.close()
             raise ArmdError(f"the control process did not start: {exc}") from exc
         if isinstance(first, Opened):
             log.info("control process %d: drivers open", self._process.pid)
+            self._link.handle_with(self._dispatch)
             return
         code = await self.close()
         if isinstance(first, OpenFailed):
@@ -108,30 +120,23 @@ class ControlClient:
         raise ArmdError(f"the control process ended before opening the drivers (exit code {code})")
 
     async def run(self) -> None:
-        """Dispatch the process's events until it closes; raises `ArmdError` if it dies."""
-        assert self._reader is not None
+        """Wait while the link dispatches the process's events, until it closes (after `Closed`,
+        the process's last message); raises `ArmdError` if it dies."""
+        assert self._link is not None
         with contextlib.suppress(ConnectionError):  # a broken link: the process is gone
-            while (message := await read_message(self._reader)) is not None:
-                if isinstance(message, Sample):
-                    self.port.take(message)
-                    self._on_event(message)
-                elif isinstance(message, Watchdog):
-                    self._on_watchdog()
-                elif isinstance(message, Closed):
-                    self._closed.set()
-                    return
-                else:
-                    self._on_event(message)  # type: ignore[arg-type]
+            await self._link.closed()
+        if self._closed.is_set():
+            return
         code = await self._exit_code()
         raise ArmdError(f"the control process ended unexpectedly (exit code {code})")
 
     async def shutdown(self, timeout_s: float) -> None:
         """Ask the process to bring the arm to rest and close the drives; wait for it (`run`
         returns then)."""
-        if self._writer is None or self._writer.is_closing():
+        if self._link is None or self._link.closing:
             return
         self.port.drop_held("daemon stopping")  # accepted, never sent: answer it
-        write_message(self._writer, Shutdown())
+        self._link.send(Shutdown())
         try:
             async with asyncio.timeout(timeout_s):
                 await self._closed.wait()
@@ -140,10 +145,10 @@ class ControlClient:
 
     async def close(self) -> int | None:
         """Close the link and wait for the process (killed if it does not end); its exit code."""
-        if self._writer is not None:
-            self._writer.close()
+        if self._link is not None:
+            self._link.close()
             with contextlib.suppress(ConnectionError):
-                await self._writer.wait_closed()
+                await self._link.closed()
         return await self._exit_code()
 
     async def _exit_code(self) -> int | None:

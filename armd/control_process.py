@@ -5,9 +5,10 @@ end of a socket pair (`armd.control_link`), and sends it the validated `armd.wir
 (the config is parsed once, by the daemon). It asks for real-time scheduling (``SCHED_FIFO`` at
 ``realtime_priority``; refused, it runs at normal priority with a warning), opens the drivers and
 answers `Opened` or `OpenFailed`; then it is ``loop.handle(link.recv())`` with ``emit = link.send``
-(`armd.protocol`): commands are applied between ticks, events (statuses, faults, mode changes, a
-`Sample` after every tick) go back as they happen. Nothing it does waits for the daemon. It imports
-neither the kinematics nor numba: the daemon computes the telemetry's forward kinematics.
+(`armd.protocol`): each command is applied as the link reads it, between ticks; events (statuses,
+faults, mode changes, a `Sample` after every tick) go back as they happen. Nothing it does waits
+for the daemon. It imports neither the kinematics nor numba: the daemon computes the telemetry's
+forward kinematics.
 
 It ignores SIGINT and SIGTERM: the daemon decides when to stop and sends `Shutdown` (the same
 happens when the link closes: the daemon died). Either way the arm comes to rest first (at most
@@ -35,15 +36,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from armd.control_link import (
-    Closed,
-    Opened,
-    OpenFailed,
-    Watchdog,
-    read_message,
-    write_message,
-    write_messages,
-)
+from armd.control_link import Closed, Link, Opened, OpenFailed, Watchdog
 from armd.logs import configure_logging
 from armd.messages import GoalStatus, StatusUpdate
 from armd.protocol import (
@@ -71,15 +64,9 @@ SAMPLE_BACKLOG_BYTES = 256 * 1024  # `Sample` events wait while more than this i
 class ControlServer:
     """The control process's work: the loop, the daemon's commands, the loop's events."""
 
-    def __init__(
-        self,
-        setup: ControlSetup,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        watchdog_interval_s: float | None,
-    ) -> None:
+    def __init__(self, setup: ControlSetup, link: Link, watchdog_interval_s: float | None) -> None:
         self.setup = setup
-        self._reader, self._writer = reader, writer
+        self._link = link
         self._watchdog_interval_s = watchdog_interval_s
         self.hardware = build_hardware(setup)
         self.timer = PreciseTimer(setup.loop.period_s)
@@ -99,19 +86,14 @@ class ControlServer:
         if not self._outbox:  # most ticks
             return
         outbox, self._outbox = self._outbox, []
-        if self._writer.is_closing():
-            return
-        backed_up = self._backed_up()
-        events = [e for e in outbox if not (backed_up and isinstance(e, Sample))]
-        if events:  # a `Sample` dropped while backed up: the next one carries the state as well
-            write_messages(self._writer, events)
-
-    def _backed_up(self) -> bool:
-        return self._writer.transport.get_write_buffer_size() >= SAMPLE_BACKLOG_BYTES
+        if self._link.backlog >= SAMPLE_BACKLOG_BYTES:
+            # a `Sample` dropped while backed up: the next one carries the state as well
+            outbox = [e for e in outbox if not isinstance(e, Sample)]
+        if outbox:
+            self._link.send_all(outbox)
 
     def _send(self, message: object) -> None:
-        if not self._writer.is_closing():
-            write_message(self._writer, message)
+        self._link.send(message)
 
     async def serve(self) -> int:
         """Open the drivers, run until `Shutdown` (or the link closes), close them; exit code."""
@@ -126,13 +108,14 @@ class ControlServer:
         gc.collect()
         gc.freeze()
         self._send(Opened())
+        self._link.handle_with(self._apply)
         try:
             async with asyncio.TaskGroup() as tasks:
-                commands = tasks.create_task(self._commands(), name="commands")
+                link = tasks.create_task(self._shut_down_when_the_link_ends(), name="link")
                 reconnect = tasks.create_task(self._reconnect_lost_drivers(), name="reconnect")
                 homing = tasks.create_task(self._feed_while_homing(), name="homing watchdog")
                 await self._run_loop()
-                commands.cancel()
+                link.cancel()
                 reconnect.cancel()
                 homing.cancel()
         finally:  # a crash too: the drives are left disabled (the daemon sees no `Closed`)
@@ -144,16 +127,18 @@ class ControlServer:
         await self._flush()
         return 0
 
-    async def _commands(self) -> None:
-        """Hand the daemon's commands to the loop as they arrive; when the link closes (the
-        daemon died), shut down."""
-        while (message := await self._next_command()) is not None:
-            self._apply(message)
+    async def _shut_down_when_the_link_ends(self) -> None:
+        """When the link closes (the daemon died), shut down."""
+        try:
+            await self._link.closed()
+        except ConnectionError as exc:
+            log.error("control link broken: %s", exc)
         log.warning("control link closed by the daemon: bringing the arm to rest")
-        self._writer.close()  # nobody reads the events any more
+        self._link.close()  # nobody reads the events any more
         self.loop.handle(Shutdown())
 
     def _apply(self, message: object) -> None:
+        """A command from the daemon, as the link reads it (between ticks)."""
         try:
             self._handle(message)
         finally:
@@ -173,14 +158,6 @@ class ControlServer:
                 self._emit(StatusUpdate(goal_id, GoalStatus.ABORTED, reason))
             if isinstance(message, EngageEstop):  # fail safe
                 self.loop.handle(EngageEstop())
-
-    async def _next_command(self) -> object | None:
-        """The next command; None once the link is closed or broken (the daemon is gone)."""
-        try:
-            return await read_message(self._reader)
-        except ConnectionError as exc:
-            log.error("control link broken: %s", exc)
-            return None
 
     async def _feed_while_homing(self) -> None:
         """The loop does not tick while a drive homes inside its first enable (seconds, bounded by
@@ -261,28 +238,27 @@ class ControlServer:
                     self._send(Notice(f"drivers {back} reconnected: reset to resume"))
 
     async def _flush(self) -> None:
+        self._link.close()  # after the queued frames
         with contextlib.suppress(ConnectionError):
-            await self._writer.drain()
-        self._writer.close()
-        with contextlib.suppress(ConnectionError):
-            await self._writer.wait_closed()
+            await self._link.closed()
 
 
 async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
-    sock = socket.socket(fileno=fd)
-    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    link = await Link.connect(socket.socket(fileno=fd))
     try:
         async with asyncio.timeout(SETUP_TIMEOUT_S):
-            setup = await read_message(reader)
+            setup = await link.next()
     except (TimeoutError, ConnectionError) as exc:
         log.error("control link: no setup from the daemon: %s", exc)
         return 1
     if not isinstance(setup, ControlSetup):
-        write_message(writer, OpenFailed(f"control link: expected the setup, got {setup!r}"))
-        await writer.drain()
+        link.send(OpenFailed(f"control link: expected the setup, got {setup!r}"))
+        link.close()
+        with contextlib.suppress(ConnectionError):
+            await link.closed()
         return 1
     raise_priority(setup.realtime_priority, "control process")
-    return await ControlServer(setup, reader, writer, watchdog_interval_s).serve()
+    return await ControlServer(setup, link, watchdog_interval_s).serve()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,7 @@ import pytest
 
 from armd.config import load_config
 from armd.control_client import ControlClient
-from armd.control_link import Watchdog, read_message, write_message
+from armd.control_link import Link, Watchdog, _frame
 from armd.control_process import ControlServer
 from armd.errors import ArmdError
 from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
@@ -265,22 +265,48 @@ def test_the_control_process_imports_neither_the_kinematics_nor_numba() -> None:
 # -- framing ---------------------------------------------------------------------------------------
 
 
-async def stream_pair() -> tuple[Any, Any]:
+async def link_pair() -> tuple[Link, Link]:
     a, b = socket.socketpair()
-    return await asyncio.open_unix_connection(sock=a), await asyncio.open_unix_connection(sock=b)
+    return await Link.connect(a), await Link.connect(b)
 
 
 async def test_frames_arrive_whole_and_in_order_and_the_end_reads_as_none() -> None:
-    (_, writer), (reader, _) = await stream_pair()
+    sender, receiver = await link_pair()
     request = Stop("s1", "why", GoalStatus.PREEMPTED)
     messages = [request, StatusUpdate("g", GoalStatus.ACCEPTED, None)] * 50
-    for message in messages:
-        write_message(writer, message)
-    writer.close()
+    for message in messages[:30]:
+        sender.send(message)
+    sender.send_all(messages[30:])
+    sender.close()
     received = []
-    while (message := await read_message(reader)) is not None:
+    while (message := await receiver.next()) is not None:
         received.append(message)
     assert received == messages
+    await receiver.closed()  # a clean end: no error
+
+
+async def test_frames_torn_across_reads_arrive_whole_and_a_handler_takes_them_in_order() -> None:
+    """Byte by byte, with the handler named half-way: the messages read before it are handed to
+    it first, in order; those after go to it from the read callback."""
+    raw, theirs = socket.socketpair()
+    receiver = await Link.connect(theirs)
+    messages = [StatusUpdate(f"g{i}", GoalStatus.ACCEPTED, None) for i in range(6)]
+    data = b"".join(_frame(m) for m in messages)
+    half = len(b"".join(_frame(m) for m in messages[:3]))
+    raw.setblocking(False)
+    for i in range(half):
+        raw.send(data[i : i + 1])
+        await asyncio.sleep(0)
+    await until(lambda: len(receiver._held) == 3, "the first three frames")
+    handled: list[object] = []
+    receiver.handle_with(handled.append)
+    assert handled == messages[:3]
+    for i in range(half, len(data)):
+        raw.send(data[i : i + 1])
+        await asyncio.sleep(0)
+    raw.close()
+    await asyncio.wait_for(receiver.closed(), WAIT_S)
+    assert handled == messages
 
 
 @pytest.mark.parametrize(
@@ -301,11 +327,11 @@ async def test_frames_arrive_whole_and_in_order_and_the_end_reads_as_none() -> N
     ids=lambda a: f"{a.dtype}{a.shape}",
 )
 async def test_arrays_cross_the_link_equal_and_writable(array: np.ndarray) -> None:
-    (_, writer), (reader, _) = await stream_pair()
+    sender, receiver = await link_pair()
     sample = Sample(7, 1.5, Mode.MOVING, 2, True, True, 0, None, array)
-    write_message(writer, sample)
-    writer.close()
-    received = await read_message(reader)
+    sender.send(sample)
+    sender.close()
+    received = await receiver.next()
     assert isinstance(received, Sample)
     got = received.values
     assert got.dtype == array.dtype
@@ -320,19 +346,36 @@ async def test_arrays_cross_the_link_equal_and_writable(array: np.ndarray) -> No
 
 
 async def test_a_stream_that_ends_inside_a_frame_is_an_error() -> None:
-    (_, writer), (reader, _) = await stream_pair()
-    writer.write(b"\x00\x00\x01\x00" + b"x" * 10)  # 256 bytes announced, 10 sent
-    writer.close()
+    raw, theirs = socket.socketpair()
+    receiver = await Link.connect(theirs)
+    raw.sendall(b"\x00\x00\x01\x00" + b"x" * 10)  # 256 bytes announced, 10 sent
+    raw.close()
     with pytest.raises(ConnectionError, match="inside a frame"):
-        await read_message(reader)
+        await receiver.next()
+    with pytest.raises(ConnectionError, match="inside a frame"):
+        await receiver.closed()
 
 
 async def test_an_absurd_frame_length_is_an_error() -> None:
-    (_, writer), (reader, _) = await stream_pair()
-    writer.write(b"\xff\xff\xff\xff")
+    raw, theirs = socket.socketpair()
+    receiver = await Link.connect(theirs)
+    raw.sendall(b"\xff\xff\xff\xff")
     with pytest.raises(ConnectionError, match="frame of 4294967295 bytes"):
-        await read_message(reader)
-    writer.close()
+        await receiver.next()
+    raw.close()
+
+
+async def test_a_handler_that_raises_ends_the_link_with_an_error_that_names_it() -> None:
+    sender, receiver = await link_pair()
+
+    def broken(message: object) -> None:
+        raise ValueError(f"cannot take {message!r}")
+
+    receiver.handle_with(broken)
+    sender.send("hello")
+    with pytest.raises(ConnectionError, match="ValueError: cannot take 'hello'"):
+        await asyncio.wait_for(receiver.closed(), WAIT_S)
+    sender.close()
 
 
 async def test_requests_it_cannot_follow_end_their_goal_and_the_process_carries_on(
@@ -367,10 +410,8 @@ async def test_the_watchdog_is_fed_while_a_drive_homes_and_only_then(tmp_path: P
     """A homing runs inside the loop's first enable (seconds): the control process feeds the
     systemd watchdog meanwhile, bounded by the homing's deadline, and not otherwise."""
     setup = control_setup(load_config(write_config(tmp_path, 1883), kernels=False))
-    ours, theirs = socket.socketpair()
-    reader, writer = await asyncio.open_connection(sock=ours)
-    their_reader, their_writer = await asyncio.open_connection(sock=theirs)
-    server = ControlServer(setup, reader, writer, watchdog_interval_s=0.05)
+    ours, theirs = await link_pair()
+    server = ControlServer(setup, ours, watchdog_interval_s=0.05)
     feeding = asyncio.create_task(server._feed_while_homing())
     try:
         await asyncio.sleep(0.3)  # not homing: nothing is fed
@@ -378,10 +419,10 @@ async def test_the_watchdog_is_fed_while_a_drive_homes_and_only_then(tmp_path: P
         await asyncio.sleep(0.6)  # 0.3 s of homing, then its deadline passes
     finally:
         feeding.cancel()
-        writer.close()
+        ours.close()
     messages = []
-    while (message := await asyncio.wait_for(read_message(their_reader), WAIT_S)) is not None:
+    while (message := await asyncio.wait_for(theirs.next(), WAIT_S)) is not None:
         messages.append(message)
-    their_writer.close()
+    theirs.close()
     fed = [m for m in messages if isinstance(m, Watchdog)]
     assert 6 <= len(fed) <= 13, messages  # every 25 ms for 0.3 s (12), none before or after
