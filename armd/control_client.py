@@ -123,12 +123,15 @@ class ControlClient:
         """Wait while the link dispatches the process's events, until it closes (after `Closed`,
         the process's last message); raises `ArmdError` if it dies."""
         assert self._link is not None
-        with contextlib.suppress(ConnectionError):  # a broken link: the process is gone
+        broken = ""
+        try:
             await self._link.closed()
+        except ConnectionError as exc:  # the process died, or handling an event raised
+            broken = f"; {exc}"
         if self._closed.is_set():
             return
         code = await self._exit_code()
-        raise ArmdError(f"the control process ended unexpectedly (exit code {code})")
+        raise ArmdError(f"the control process ended unexpectedly (exit code {code}){broken}")
 
     async def shutdown(self, timeout_s: float) -> None:
         """Ask the process to bring the arm to rest and close the drives; wait for it (`run`

@@ -214,6 +214,21 @@ async def test_a_dead_control_process_is_an_error_of_the_daemon(control: Control
         await asyncio.wait_for(control.runner, WAIT_S)
 
 
+async def test_an_event_the_daemon_fails_to_handle_ends_the_link_and_the_arm_comes_to_rest(
+    control: Control,
+) -> None:
+    """A bug in the daemon's handling of an event is not swallowed: the link closes, the control
+    process brings the arm to rest and exits 0, and the daemon's error names the cause."""
+
+    def broken(event: Event) -> None:
+        if isinstance(event, Sample):
+            raise RuntimeError("telemetry bug")
+
+    control.client._on_event = broken  # the next sample meets the bug
+    with pytest.raises(ArmdError, match=r"exit code 0\).*RuntimeError: telemetry bug"):
+        await asyncio.wait_for(control.runner, WAIT_S)
+
+
 async def test_drivers_that_cannot_open_are_a_clear_start_up_error(tmp_path: Path) -> None:
     config = write_config(
         tmp_path,
