@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -135,25 +136,28 @@ def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 15.0) -> N
             process.wait()
 
 
-def write_config(workdir: Path, rate_hz: int, port: int) -> Path:
-    """config/sim.yaml at `rate_hz`, on the benchmark's broker, its lock file in `workdir`."""
-    doc = yaml.safe_load(SIM_CONFIG.read_text(encoding="utf-8"))
+def write_config(workdir: Path, rate_hz: int, port: int, root: Path = ROOT) -> Path:
+    """`root`'s config/sim.yaml at `rate_hz`, on the benchmark's broker, its lock file in
+    `workdir`."""
+    sim_config = root / SIM_CONFIG.relative_to(ROOT)
+    doc = yaml.safe_load(sim_config.read_text(encoding="utf-8"))
     doc["loop_hz"] = rate_hz
-    doc["model"] = str(SIM_CONFIG.parent / doc["model"])  # relative to the new file otherwise
+    doc["model"] = str(sim_config.parent / doc["model"])  # relative to the new file otherwise
     doc["mqtt"] = {**doc.get("mqtt", {}), "host": HOST, "port": port}
     doc["lock_file"] = str(workdir / "armd.lock")
-    path = workdir / f"sim-{rate_hz}.yaml"
+    path = workdir / f"sim-{rate_hz}{'' if root == ROOT else '-' + root.name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return path
 
 
 @contextmanager
 def daemon_process(
-    config: Path, log_path: Path, nice: int = 0, log_level: str = "INFO"
+    config: Path, log_path: Path, nice: int = 0, log_level: str = "INFO", root: Path = ROOT
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`python -m armd --log-level LEVEL run --config config`, logging to `log_path`, at niceness
-    `nice` (as the unit's Nice=; below 0 needs root); yields it once ready (its "ready:" log line)
-    and sends it SIGTERM on any exit."""
+    """`python -m armd --log-level LEVEL run --config config` in `root` (its packages are the
+    ones imported: another checkout, see `checkout`), logging to `log_path`, at niceness `nice`
+    (as the unit's Nice=; below 0 needs root); yields it once ready (its "ready:" log line) and
+    sends it SIGTERM on any exit."""
     env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
     command = [
         sys.executable,
@@ -169,13 +173,32 @@ def daemon_process(
         command = ["nice", "-n", str(nice), *command]
     with log_path.open("wb") as log:
         daemon = subprocess.Popen(
-            command, cwd=ROOT, env=env, stdout=log, stderr=log, start_new_session=True
+            command, cwd=root, env=env, stdout=log, stderr=log, start_new_session=True
         )
     try:
         wait_ready(daemon, log_path)
         yield daemon
     finally:
         stop_process(daemon)
+
+
+@contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """This repository at `revision` in a temporary git worktree, its kinematics kernels compiled
+    (`python -m armd compile` there: ``-m`` imports the worktree's packages, not the installed
+    ones); removed on exit. For measuring a baseline beside the working tree in one run."""
+    path = Path(tempfile.mkdtemp(prefix="armd-baseline-"))
+    git = ["git", "-C", str(ROOT)]
+    subprocess.run([*git, "worktree", "add", "--detach", str(path), revision], check=True,
+                   capture_output=True)  # fmt: skip
+    try:
+        subprocess.run([sys.executable, "-m", "armd", "compile"], cwd=path, check=True,
+                       capture_output=True)  # fmt: skip
+        yield path
+    finally:
+        subprocess.run(
+            [*git, "worktree", "remove", "--force", str(path)], check=False, capture_output=True
+        )
 
 
 def wait_ready(daemon: subprocess.Popen[bytes], log_path: Path, timeout_s: float = 120.0) -> None:
