@@ -121,7 +121,7 @@ class SetpointLimiter:
         position = np.minimum(np.maximum(self.position + v * dt, self.lower), self.upper)
         velocity = (position - self.position) / dt
         changed = np.abs(position - wanted) > _TOLERANCE
-        if np.any(changed):
+        if changed.any():
             self.interventions += 1
         self.position = position
         self.velocity = velocity

@@ -362,7 +362,7 @@ class Motions:
         """A motion whose command reached its end `late_s` ago, its joints `error` from it:
         ``succeeded`` within tolerance, ``aborted`` when that took longer than the settle
         timeout, else (None) not yet."""
-        if np.all(error <= (self.joint_tolerance if tolerance is None else tolerance)):
+        if (error <= (self.joint_tolerance if tolerance is None else tolerance)).all():
             self._status(active.goal_id, GoalStatus.SUCCEEDED, None)
         elif late_s > self.settle_timeout_s:
             worst = int(np.argmax(error))

@@ -54,16 +54,16 @@ def check_move(move: Move, lower: Array, upper: Array, limits: MotionLimits) -> 
         points, what = np.asarray(move.path.waypoints, dtype=float), "path"
     if points.ndim != 2 or points.shape[1] != n or points.shape[0] < 1:
         raise PlanningError(f"a move needs a target or a path of {n} joint positions")
-    if not np.all(np.isfinite(points)):
+    if not np.isfinite(points).all():
         raise PlanningError(f"{what}: positions must be finite numbers")
     outside = (points < lower - _SLACK) | (points > upper + _SLACK)
-    if np.any(outside):
+    if outside.any():
         joint = int(np.nonzero(outside.any(axis=0))[0][0])
         raise PlanningError(
             f"{what}: joint {joint} position outside [{lower[joint]:g}, {upper[joint]:g}]"
         )
     tolerance = move.tolerance
-    if tolerance is not None and not (tolerance.shape == (n,) and np.all(tolerance > 0.0)):
+    if tolerance is not None and not (tolerance.shape == (n,) and (tolerance > 0.0).all()):
         raise PlanningError(f"tolerance {tolerance.tolist()} must be {n} positive numbers")
 
 
@@ -71,7 +71,7 @@ def _check_limits(given: MotionLimits, limits: MotionLimits, n: int) -> None:
     for name in ("velocity", "acceleration", "jerk"):
         value, bound = getattr(given, name), getattr(limits, name)
         if value.shape != (n,) or not (
-            np.all(value > 0.0) and np.all(value <= bound * (1.0 + _SLACK))
+            (value > 0.0).all() and (value <= bound * (1.0 + _SLACK)).all()
         ):
             raise PlanningError(f"{name} limits {value.tolist()} must be in (0, {bound.tolist()}]")
 
@@ -99,7 +99,7 @@ def plan_motion(move: Move, start: Setpoint) -> Motion:
     elif isinstance(path := move.path, TimedTrajectory):
         motion = TrajectoryMotion(start, path)
     else:
-        moving = np.any(np.abs(start.velocity) > _AT_REST)
+        moving = (np.abs(start.velocity) > _AT_REST).any()
         if moving or np.max(np.abs(path.waypoints[0] - start.position)) > _AT_START:
             raise PlanningError("the arm moved since the path was planned; send the goal again")
         motion = PathMotion(path)

@@ -231,7 +231,7 @@ class Sample:
     @property
     def measured_position(self) -> Array | None:
         row = self.values[0]
-        return row if np.all(np.isfinite(row)) else None
+        return row if np.isfinite(row).all() else None
 
     @property
     def measured_velocity(self) -> Array:
@@ -241,7 +241,7 @@ class Sample:
     @property
     def commanded_position(self) -> Array | None:
         row = self.values[2]
-        return row if np.all(np.isfinite(row)) else None
+        return row if np.isfinite(row).all() else None
 
     @property
     def measured_effort(self) -> Array:

@@ -50,7 +50,7 @@ class MeasuredState:
 
     def complete(self) -> bool:
         """Every joint has been read at least once."""
-        return bool(np.all(np.isfinite(self.position)))
+        return bool(np.isfinite(self.position).all())
 
 
 @dataclass(frozen=True, slots=True)

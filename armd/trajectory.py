@@ -85,6 +85,8 @@ class MotionLimits:
         acceleration alone would leave a jerk or deceleration so small that the profile overshoots
         by metres or radians. Callers pass scaled limits and the state respects the joints'
         limits, so the raised ones stay within the joints'."""
+        if not (state.velocity.any() or state.acceleration.any()):
+            return self  # at rest (a goal's usual start): k = 1 everywhere
         k = np.maximum.reduce(
             [
                 np.ones_like(self.velocity),
@@ -162,7 +164,7 @@ class JointMotion(_RuckigMotion):
     """Synchronised, time-optimal (under the limits) move from `start` to `target` at rest."""
 
     def __init__(self, start: Setpoint, target: Array, limits: MotionLimits) -> None:
-        if target.shape != start.position.shape or not np.all(np.isfinite(target)):
+        if target.shape != start.position.shape or not np.isfinite(target).all():
             raise PlanningError(f"target {target.tolist()} must be {start.position.size} numbers")
         inp = _ruckig_input(start, limits.covering(start))
         inp.target_position = target.tolist()

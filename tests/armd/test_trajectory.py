@@ -225,3 +225,19 @@ def test_path_derivative_bounds_at_once_match_the_path_sampled_point_by_point() 
     bound1, bound2 = _derivative_bounds(waypoints)  # what the planner bounds at once
     np.testing.assert_allclose(bound1, d1 * 1.05, rtol=1e-12)
     np.testing.assert_allclose(bound2, d2 * 1.05, rtol=1e-12)
+
+
+def test_limits_covering_a_state_at_rest_are_the_limits_themselves() -> None:
+    limits = MotionLimits(np.array([1.0, 2.0]), np.array([4.0, 8.0]), np.array([80.0, 160.0]))
+    assert limits.covering(Setpoint.at_rest(np.array([0.3, -0.2]))) is limits
+
+
+def test_limits_covering_a_moving_state_scale_velocity_acceleration_and_jerk_together() -> None:
+    limits = MotionLimits(np.array([1.0, 2.0]), np.array([4.0, 8.0]), np.array([80.0, 160.0]))
+    state = Setpoint(np.zeros(2), np.array([2.0, 1.0]), np.array([0.0, 32.0]))  # k = 2 both
+    covered = limits.covering(state)
+    np.testing.assert_allclose(covered.velocity, [2.0, 4.0])
+    np.testing.assert_allclose(covered.acceleration, [16.0, 32.0])
+    np.testing.assert_allclose(covered.jerk, [640.0, 1280.0])
+    slower = Setpoint(np.zeros(2), np.array([0.5, -1.0]), np.array([-2.0, 0.0]))  # within: k = 1
+    np.testing.assert_array_equal(limits.covering(slower).velocity, limits.velocity)
