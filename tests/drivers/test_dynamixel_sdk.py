@@ -46,8 +46,15 @@ def chain() -> Iterator[SimulatedDynamixelChain]:
 
 
 @pytest.fixture
-def client(chain: SimulatedDynamixelChain) -> Iterator[tuple[Any, Any]]:
+def client(
+    chain: SimulatedDynamixelChain, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Any, Any]]:
     """The SDK's port (1 Mbps, the chain's rate) and its Protocol 2.0 packet handler."""
+    # The SDK waits 2 × LATENCY_TIMER + 2 ms (34 ms) for a reply, polling in a busy loop that
+    # holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core machine
+    # that budget ran out (a failed CI run). A longer wait changes no reply, only when a missing
+    # one is given up on.
+    monkeypatch.setattr(sdk.port_handler, "LATENCY_TIMER", 100)
     port = sdk.PortHandler(chain.port)
     assert port.openPort()
     assert port.setBaudRate(1_000_000)

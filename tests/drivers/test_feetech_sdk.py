@@ -39,8 +39,15 @@ def chain() -> Iterator[SimulatedFeetechChain]:
 
 
 @pytest.fixture
-def client(chain: SimulatedFeetechChain) -> Iterator[tuple[Any, Any]]:
+def client(
+    chain: SimulatedFeetechChain, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Any, Any]]:
     """The SDK's port and packet handler (STS: protocol_end 0, little-endian words)."""
+    # The SDK waits 2 × LATENCY_TIMER + 2 ms (34 ms) for a reply, polling in a busy loop that
+    # holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core machine
+    # that budget ran out (a failed CI run). A longer wait changes no reply, only when a missing
+    # one is given up on.
+    monkeypatch.setattr(sdk.port_handler, "LATENCY_TIMER", 100)
     port = sdk.PortHandler(chain.port)
     assert port.openPort()
     assert port.setBaudRate(1_000_000)
