@@ -109,10 +109,7 @@ class SafetyMonitor:
         self.thresholds = thresholds
         # Bounds for the "outside the limits" check: the limits, widened by `accept_excursion`
         # to a position found outside them, then narrowed as the joint comes back.
-        self._lower = lower.copy()
-        self._upper = upper.copy()
-        self._widened = False  # `_lower`/`_upper` beyond the limits somewhere
-        self._bounds = (lower - thresholds.limit_tolerance, upper + thresholds.limit_tolerance)
+        self._allow(lower.copy(), upper.copy())
         self._followed = np.ones(len(self.joint_names), dtype=bool)
         self._followed[list(thresholds.unfollowed)] = False
         self._straining_since = np.full(len(self.joint_names), np.nan)  # s; NaN: not straining
@@ -126,7 +123,8 @@ class SafetyMonitor:
         )
 
     def _allow(self, lower: Array, upper: Array) -> None:
-        """The range the "outside the limits" check allows (plus its tolerance)."""
+        """The range the "outside the limits" check allows (plus its tolerance); `_widened`
+        while it exceeds the limits somewhere."""
         self._lower, self._upper = lower, upper
         self._widened = bool(np.any(lower < self.lower) or np.any(upper > self.upper))
         tol = self.thresholds.limit_tolerance
