@@ -54,16 +54,20 @@ class MqttSettings:
         return f"{self.host}:{self.port}"
 
     @property
+    def password_text(self) -> str | None:
+        """The password itself (the field keeps it out of reprs and logs)."""
+        password = self.password
+        return password.get_secret_value() if isinstance(password, SecretStr) else password
+
+    @property
     def uses_tls(self) -> bool:
         return self.tls or any((self.tls_ca_file, self.tls_cert_file, self.tls_key_file))
 
 
 def connection_options(settings: MqttSettings) -> dict[str, Any]:
     """The broker address, credentials, TLS and socket options (TCP_NODELAY) of `settings` as
-    `aiomqtt.Client` keywords (shared by the bridge, `armd goal` and `armd leader`)."""
-    password = settings.password
-    if isinstance(password, SecretStr):
-        password = password.get_secret_value()
+    `aiomqtt.Client` keywords (for `armd goal` and `armd leader`; the daemon's bridge gives the
+    same settings to paho in `armd.mqtt_session`)."""
     tls = None
     if settings.uses_tls:
         tls = aiomqtt.TLSParameters(
@@ -75,7 +79,7 @@ def connection_options(settings: MqttSettings) -> dict[str, Any]:
         "hostname": settings.host,
         "port": settings.port,
         "username": settings.username,
-        "password": password,
+        "password": settings.password_text,
         "tls_params": tls,
         # Nagle's algorithm would hold a small message until the broker acknowledges the one
         # before: a QoS 0 stream (no PUBACK to carry that acknowledgement) then leaves in bursts

@@ -24,7 +24,7 @@ called, after which it flushes the queued statuses, publishes ``offline`` and di
 within `MqttSettings.shutdown_timeout_s`. The outbound methods are synchronous, never block and may
 be called from any task of the bridge's event loop (not from other threads).
 
-Each connection is one `armd.mqtt_session.MqttSession`, the only code that knows aiomqtt.
+Each connection is one `armd.mqtt_session.MqttSession`, the only code that knows paho-mqtt.
 """
 
 from __future__ import annotations
@@ -66,13 +66,7 @@ from armd.messages import (
     Telemetry,
 )
 from armd.mqtt_inbound import Inbound, call_safely
-from armd.mqtt_session import (
-    MqttError,
-    MqttSession,
-    connect_failure,
-    describe,
-    raise_if_cancelled,
-)
+from armd.mqtt_session import MqttError, MqttSession, connect_failure, describe
 from armd.ratelimit import RateLimiter, RateLimitFilter
 
 __all__ = ["MqttBridge"]
@@ -305,7 +299,6 @@ class MqttBridge:
 
     async def _pump_statuses(self, session: MqttSession) -> None:
         while True:
-            raise_if_cancelled()
             while not self._statuses:
                 self._statuses_ready.clear()
                 await self._statuses_ready.wait()
@@ -328,14 +321,13 @@ class MqttBridge:
             self._statuses.popleft()
 
     async def _publish_status(self, session: MqttSession, seq: int, update: StatusUpdate) -> None:
-        # aiomqtt hands the message to paho before its first await: in the same step as this.
+        # `MqttSession.publish` hands the message to paho before its first await.
         self._handed_over = max(self._handed_over, seq)
         payload = encode(status_json(update))
         await session.publish(GOAL_STATUS, payload)
 
     async def _pump_telemetry(self, session: MqttSession) -> None:
         while True:
-            raise_if_cancelled()
             await self._telemetry_ready.wait()
             self._telemetry_ready.clear()
             telemetry, self._telemetry = self._telemetry, None
@@ -350,7 +342,6 @@ class MqttBridge:
 
     async def _pump_fault(self, session: MqttSession) -> None:
         while True:
-            raise_if_cancelled()
             await self._fault_ready.wait()
             self._fault_ready.clear()
             await self._publish_fault(session, force=False)

@@ -77,7 +77,7 @@ class Inbound:
         try:
             payload = message.payload
             data = bytes(payload) if isinstance(payload, bytes | bytearray) else b""
-            topic = message.topic.value
+            topic = message.topic
             if topic == self.topics.estop:
                 self._deliver_estop(data, retained=message.retain)
             elif topic == self.topics.stream:
@@ -89,7 +89,7 @@ class Inbound:
         except Exception as exc:
             if self._limits.allow("inbound") is not None:
                 _log.exception("MQTT: failed to handle a message on %s", message.topic)
-            if message.topic.value == self.topics.estop:  # fail safe, whatever went wrong
+            if message.topic == self.topics.estop:  # fail safe, whatever went wrong
                 engage = EstopCommand(True, f"internal error: {type(exc).__name__}: {exc}")
                 call_safely(self._on_estop, engage, self._limits)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -261,3 +262,62 @@ def rss_mb(pid: int, field: str = "VmRSS") -> float | None:
             total += rss_mb(int(child), field) or 0.0
         return total
     return None
+
+
+@dataclass(frozen=True)
+class PlatformWakeups:
+    """cyclictest's wake-ups at one period (C, locked memory, SCHED_FIFO, no work at all): how
+    often this machine alone wakes a real-time thread later than a period, i.e. the missed ticks
+    that no program could avoid here."""
+
+    cycles: int
+    late: int  # woken one period or more after the deadline
+    max_ms: float
+
+
+@contextmanager
+def platform_wakeups(period_s: float, duration_s: float) -> Iterator[list[PlatformWakeups]]:
+    """Run `cyclictest` (Debian's rt-tests) beside a benchmark for `duration_s` at `period_s`,
+    at real-time priority 1 (below the control process, which it never delays); the list gets
+    its result on exit, or stays empty when cyclictest is not installed or could not run."""
+    found: list[PlatformWakeups] = []
+    if shutil.which("cyclictest") is None:
+        yield found
+        return
+    period_us = max(1, round(period_s * 1e6))
+    command = [
+        "cyclictest", "--mlockall", "--quiet", "--priority=1", f"--interval={period_us}",
+        f"--duration={max(1, round(duration_s))}", f"--histogram={4 * period_us}",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        yield found
+    finally:
+        try:
+            out, _ = process.communicate(timeout=duration_s + 30.0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, _ = process.communicate()
+        parsed = _parse_cyclictest(out.decode(errors="replace"), period_us)
+        if parsed is not None:
+            found.append(parsed)
+
+
+def _parse_cyclictest(text: str, period_us: int) -> PlatformWakeups | None:
+    """cyclictest's histogram: lines "latency_us count", then "# Total", "# Max Latencies" and
+    "# Histogram Overflows" (latencies beyond the histogram, all later than a period here)."""
+    cycles = late = 0
+    max_us = overflows = None
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0].isdigit() and fields[1].isdigit():
+            latency_us, count = int(fields[0]), int(fields[1])
+            cycles += count
+            late += count if latency_us >= period_us else 0
+        elif line.startswith("# Max Latencies:") and len(fields) > 3:
+            max_us = int(fields[3])
+        elif line.startswith("# Histogram Overflows:") and len(fields) > 3:
+            overflows = int(fields[3])
+    if max_us is None or overflows is None:
+        return None
+    return PlatformWakeups(cycles + overflows, late + overflows, max_us / 1e3)

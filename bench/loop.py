@@ -47,11 +47,13 @@ from harness import (  # noqa: E402
     NODELAY,
     CpuTimes,
     LoopTiming,
+    PlatformWakeups,
     cpu_seconds,
     daemon_process,
     loop_timing,
     machine,
     mosquitto,
+    platform_wakeups,
     steal_pct,
     write_config,
 )
@@ -129,6 +131,7 @@ class TimingRow:
     load: float  # 1-min load average at the end of the run
     goals: str
     steal_pct: float  # the host's CPU steal time during the run
+    platform: PlatformWakeups | None  # cyclictest beside the run, when installed
 
 
 def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> TimingRow:
@@ -137,11 +140,14 @@ def timing_run(workdir: Path, port: int, rate_hz: int, duration_s: float) -> Tim
     log_path = workdir / f"daemon-{rate_hz}.log"
     with daemon_process(config, log_path) as daemon:
         cpu0, wall0, host0 = cpu_seconds(daemon.pid), time.monotonic(), CpuTimes.now()
-        counts = asyncio.run(send_random_goals(load_config(config), duration_s))
-        cpu = (cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
+        with platform_wakeups(1.0 / rate_hz, duration_s) as platform:
+            counts = asyncio.run(send_random_goals(load_config(config), duration_s))
+            cpu = (cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
         steal = steal_pct(host0, CpuTimes.now())
     goals = ", ".join(f"{n} {s}" for s, n in counts.items())
-    return TimingRow(rate_hz, loop_timing(log_path), cpu, os.getloadavg()[0], goals, steal)
+    reference = platform[0] if platform else None
+    timing = loop_timing(log_path)
+    return TimingRow(rate_hz, timing, cpu, os.getloadavg()[0], goals, steal, reference)
 
 
 FIRST_COMMAND = re.compile(r"goal (\S+): first command at monotonic (\d+\.\d+)")
@@ -223,13 +229,16 @@ async def send_alternating_goals(
 def print_timing(rows: list[TimingRow], duration_s: float) -> None:
     print(f"\n1. loop timing on the sim driver, {duration_s:g} s per rate (daemon subprocess,")
     print("   a random joints goal every ~2 s; CPU % of one core; load = 1-min load average)")
-    print(f"{'rate Hz':>8} {'ticks':>7} {'missed':>6} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7} {'CPU %':>6} {'load':>5} {'steal %':>7}  goals")  # fmt: skip
+    print("   platform = cyclictest beside the run (rt-tests; C, locked memory, SCHED_FIFO, no")
+    print("   work): its wake-ups a period or more late of its cycles, and its worst, in ms")
+    print(f"{'rate Hz':>8} {'ticks':>7} {'missed':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+          f"{'CPU %':>6} {'load':>5} {'steal %':>7} {'platform':>16}  goals")  # fmt: skip
     for r in rows:
-        t = r.timing
+        t, ref = r.timing, r.platform
+        platform = f"{ref.late}/{ref.cycles} {ref.max_ms:.1f}" if ref else "(not installed)"
         print(f"{r.rate_hz:>8} {t.ticks:>7} {t.missed:>6} {t.p50_ms:>7.3f} {t.p99_ms:>7.3f} "
-              f"{t.max_ms:>7.3f} {r.cpu_pct:>6.1f} {r.load:>5.2f} {r.steal_pct:>7.2f}  "
-              f"{r.goals}")  # fmt: skip
+              f"{t.max_ms:>7.3f} {r.cpu_pct:>6.1f} {r.load:>5.2f} {r.steal_pct:>7.2f} "
+              f"{platform:>16}  {r.goals}")  # fmt: skip
     print("   target: 500 Hz with p99 period error <= 0.25 ms and no missed tick")
 
 

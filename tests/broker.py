@@ -134,6 +134,13 @@ class MosquittoBroker:
                 process.wait(timeout_s)
         self._process = None
 
+    def freeze(self, frozen: bool = True) -> None:
+        """SIGSTOP (or SIGCONT when `frozen` is false): the broker's connections stay open but
+        nothing answers, as on a hung or overloaded broker host."""
+        if self._process is None or self._process.poll() is not None:
+            raise RuntimeError("mosquitto is not running")
+        self._process.send_signal(signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: the broker vanishes without a word to its clients."""
         process = self._process

@@ -538,6 +538,54 @@ async def test_broker_killed_and_restarted(mosquitto: MosquittoBroker) -> None:
     assert daemon.connection == [True, False, True, False]
 
 
+async def test_a_frozen_broker_is_noticed_by_the_keepalive_and_left_for_a_new_connection(
+    mosquitto: MosquittoBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The connection stays open but nothing answers: the missing PINGRESP ends it within 1.5
+    keepalive periods, and CONNACKs that never come end each new attempt; once the broker
+    answers again the bridge is back online and sends what queued up meanwhile."""
+    daemon = Daemon()
+    bridge = make_bridge(settings_for(mosquitto, keepalive_s=1, timeout_s=0.5), daemon)
+    async with running(bridge):
+        mosquitto.freeze()
+        try:
+            loop = asyncio.get_running_loop()
+            frozen_at = loop.time()
+            await wait_until(lambda: not bridge.connected.is_set())
+            assert loop.time() - frozen_at < 3.5  # keepalive 1 s: PINGREQ, then 1 s for PINGRESP
+            bridge.publish_status(StatusUpdate("while-frozen", GoalStatus.ABORTED, "broker hung"))
+            await wait_until(lambda: "no CONNACK within 0.5 s" in caplog.text)
+        finally:
+            mosquitto.freeze(False)
+        await wait_connected_or_fail(bridge)
+        await wait_until(lambda: bridge.pending_statuses == 0)  # acknowledged by the broker
+        assert daemon.connection[:2] == [True, False]
+
+
+async def test_no_connack_is_a_clear_warning_and_retried(caplog: pytest.LogCaptureFixture) -> None:
+    """A listener that accepts TCP connections but never sends a CONNACK."""
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        settings = MqttSettings(
+            ARM, host="127.0.0.1", port=port, timeout_s=0.2, reconnect_min_s=0.05,
+            reconnect_max_s=0.1,
+        )  # fmt: skip
+        bridge = make_bridge(settings, Daemon())
+        async with running(bridge, wait_connected=False):
+            await wait_until(lambda: len(accepted) >= 3)  # each attempt ends, the next one comes
+            assert not bridge.connected.is_set()
+        for writer in accepted:
+            writer.close()
+    message = f"cannot connect to MQTT broker 127.0.0.1:{port}: no CONNACK within 0.2 s"
+    assert message in caplog.text
+
+
 async def test_statuses_queued_during_an_outage_reach_the_dashboard(tmp_path: Path) -> None:
     """The dashboard keeps a persistent session, so it sees what the bridge sends after the
     restart whichever of the two reconnects first."""
@@ -635,14 +683,18 @@ async def test_tls_without_the_required_client_certificate_is_refused_and_retrie
 ) -> None:
     tls = make_tls_files(tmp_path / "tls")
     broker = mosquitto_factory(tls=tls, require_client_certificate=True)
-    # paho reports the handshake failure, but aiomqtt then waits for the CONNACK until timeout_s
-    settings = settings_for(broker, port=broker.tls_port, tls_ca_file=tls.ca_cert, timeout_s=0.5)
+    # The broker's TLS alert ends the attempt at once, with its reason: no wait for a CONNACK.
+    settings = settings_for(broker, port=broker.tls_port, tls_ca_file=tls.ca_cert, timeout_s=60.0)
     bridge = make_bridge(settings, Daemon())
     async with running(bridge, wait_connected=False):
         await wait_until(lambda: "cannot connect" in caplog.text)
         assert not bridge.connected.is_set()
-    assert "certificate required" in caplog.text
-    assert f"MQTT broker {broker.host}:{broker.tls_port}: no CONNACK within 0.5 s" in caplog.text
+    warnings = [r.getMessage() for r in caplog.records if r.name == "armd.mqtt"]
+    assert any(
+        f"cannot connect to MQTT broker {broker.host}:{broker.tls_port}" in message
+        and "certificate required" in message
+        for message in warnings
+    ), warnings
 
 
 def test_settings_validate_the_arm_name() -> None:
