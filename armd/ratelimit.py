@@ -36,8 +36,8 @@ class RateLimiter:
 
 
 class RateLimitFilter(logging.Filter):
-    """Rate-limits the warnings of aiomqtt and paho (e.g. one per message discarded in a
-    flood) by their format string."""
+    """Rate-limits the warnings and errors of paho (the bridge's `armd.mqtt.client` logger: e.g.
+    one per failed write while a connection breaks) by their format string."""
 
     def __init__(self) -> None:
         super().__init__()

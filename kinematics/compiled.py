@@ -14,15 +14,19 @@ through `progress` what it compiles, so that a cold start never looks hung.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import logging
+import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPILE_ESTIMATE", "Kernels", "cache_dir", "load_kernels"]
+__all__ = ["COMPILE_ESTIMATE", "Kernels", "cache_dir", "load_kernels", "release_compiler_pages"]
 
 _log = logging.getLogger(__name__)
 
@@ -81,6 +85,58 @@ def load_kernels(progress: Progress | None = None) -> Kernels:
     if listener.compiled:
         report(f"kinematics kernels compiled and cached ({listener.compiled} functions)")
     return Kernels(**entry_points)
+
+
+def release_compiler_pages(smaps: Path = Path("/proc/self/smaps")) -> int:
+    """Tell the kernel that this process will not run LLVM's own code again; returns how much of
+    it was resident (bytes) in the mappings it advised (0 where nothing was: not Linux, no
+    libllvmlite loaded, a kernel older than 5.4).
+
+    numba needs LLVM (libllvmlite, ~180 MB on disk) to compile the kernels and to load them from
+    its cache, never to run them: a loaded kernel is machine code in this process's memory,
+    called through its entry point. Loading them leaves 70-110 MiB of LLVM's code and read-only
+    data resident (more when the library was read in large folios, as after a fresh install).
+    A long-running program calls this once its kernels are loaded (the daemon does): madvise
+    ``MADV_PAGEOUT`` on libllvmlite's clean read-only mappings reclaims those pages at once.
+    Should LLVM be needed again (a kernel compiled later), its pages fault back in from the file.
+    """
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        text = smaps.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return 0
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    released = 0
+    for start, end, resident in _clean_mappings(text, "libllvmlite"):
+        if madvise(start, end - start, _MADV_PAGEOUT) == 0:
+            released += resident
+    return released
+
+
+_MADV_PAGEOUT = 21  # <sys/mman.h>, Linux 5.4
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \S+\s*(.*)$")
+
+
+def _clean_mappings(smaps: str, library: str) -> list[tuple[int, int, int]]:
+    """(start, end, resident bytes) of each mapping of `library` in `smaps` (/proc/<pid>/smaps)
+    that is read-only and has no page of its own (code and constants as in the file; not the
+    relocated ones, which paging out would swap)."""
+    found: list[tuple[int, int, int]] = []
+    current: list[int] | None = None  # start, end, resident, private dirty
+    for line in [*smaps.splitlines(), "0-0 ---p 0 0 0"]:
+        header = _MAPPING.match(line)
+        if header is None:
+            if current is not None and line.startswith(("Rss:", "Private_Dirty:")):
+                current[2 if line.startswith("Rss:") else 3] = int(line.split()[1]) * 1024
+            continue
+        if current is not None and current[3] == 0:
+            found.append((current[0], current[1], current[2]))
+        start, end, perms, path = header.groups()
+        mine = library in path and "w" not in perms
+        current = [int(start, 16), int(end, 16), 0, 0] if mine else None
+    return found
 
 
 HEARTBEAT_S = 5.0
