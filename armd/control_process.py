@@ -3,7 +3,8 @@
 The daemon (`armd.daemon`) starts it as ``python -m armd.control_process --fd N``, N being its
 end of a socket pair (`armd.control_link`), and sends it the validated `armd.wiring.ControlSetup`
 (the config is parsed once, by the daemon). It asks for real-time scheduling (``SCHED_FIFO`` at
-``realtime_priority``; refused, it runs at normal priority with a warning), opens the drivers and
+``realtime_priority``; refused, it runs at normal priority with a warning) and then locks its
+memory (`armd.timing.lock_memory`; refused, a warning), opens the drivers and
 answers `Opened` or `OpenFailed`; then it is ``loop.handle(link.recv())`` with ``emit = link.send``
 (`armd.protocol`): each command is applied as the link reads it, between ticks; events (statuses,
 faults, mode changes, a `Sample` after every tick) go back as they happen. Nothing it does waits
@@ -47,7 +48,7 @@ from armd.protocol import (
     Sample,
     Shutdown,
 )
-from armd.timing import PreciseTimer, Schedule, raise_priority
+from armd.timing import PreciseTimer, Schedule, lock_memory, raise_priority
 from armd.wiring import ControlSetup, build_hardware, build_loop
 from drivers import DriverError
 
@@ -257,6 +258,8 @@ async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
         with contextlib.suppress(ConnectionError):
             await link.closed()
         return 1
+    if setup.realtime_priority > 0:  # real time: its pages stay resident too
+        lock_memory("control process")
     raise_priority(setup.realtime_priority, "control process")
     return await ControlServer(setup, link, watchdog_interval_s).serve()
 

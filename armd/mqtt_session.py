@@ -132,7 +132,9 @@ class MqttSession:
                 waiting = (self._connack, stopped)
                 timeout_s = self.settings.timeout_s
                 await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-                if not self._connack.done() and not stop.is_set():
+                if self._connack.done():
+                    self._connack.result()  # raises when refused, or lost before the CONNACK
+                elif not stop.is_set():
                     raise MqttError(f"no CONNACK within {timeout_s:g} s")
         except asyncio.CancelledError:
             await self._abandon(opening)
@@ -145,7 +147,6 @@ class MqttSession:
         if not self._connack.done():
             await self._abandon(opening)
             return False
-        self._connack.result()
         self._connected = True
         return True
 
@@ -163,7 +164,7 @@ class MqttSession:
             with contextlib.suppress(TimeoutError, MqttError):
                 async with asyncio.timeout(max(0.1, budget)):
                     await asyncio.shield(self._lost)
-        self._detach()
+        self._drop()  # closed by paho after its DISCONNECT, or by the deadline here
 
     async def closed(self) -> None:
         """Wait until the connection is lost: raises MqttError then (never returns)."""

@@ -14,12 +14,14 @@ import ctypes
 import logging
 import math
 import os
+import resource
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["PreciseTimer", "Schedule", "TimingStats", "raise_priority"]
+__all__ = ["PreciseTimer", "Schedule", "TimingStats", "lock_memory", "raise_priority"]
 
 Clock = Callable[[], float]
 log = logging.getLogger(__name__)
@@ -268,3 +270,45 @@ def raise_priority(priority: int, who: str) -> None:
         )
     else:
         log.info("%s: real-time priority %d (SCHED_FIFO)", who, priority)
+
+
+_MCL_CURRENT, _MCL_FUTURE, _MCL_ONFAULT = 1, 2, 4  # <sys/mman.h> (Linux; MCL_ONFAULT: 4.4)
+_CAP_IPC_LOCK = 14  # <linux/capability.h>
+
+
+def lock_memory(who: str, status: Path = Path("/proc/self/status")) -> bool:
+    """Keep this process's memory resident from now on: under memory pressure the kernel would
+    otherwise page out code or data that a tick needs, and the tick would wait for the disk
+    (a real-time process's usual ``mlockall``, as cyclictest or ros2_control's realtime_tools
+    do). ``MCL_ONFAULT`` locks the pages in use and those touched later without faulting in the
+    rest, so the resident size does not grow. Only with an unlimited ``LimitMEMLOCK`` (or
+    ``CAP_IPC_LOCK``): under a finite limit a later allocation could fail. Otherwise, or when
+    refused: a warning, and the process runs unlocked. True when locked."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    if soft != resource.RLIM_INFINITY and not _has_capability(_CAP_IPC_LOCK, status):
+        log.warning(
+            "%s: memory not locked (LimitMEMLOCK is %d bytes, not infinity): under memory "
+            "pressure the kernel may page out what a tick needs; allow it with "
+            "LimitMEMLOCK=infinity (see systemd/armd.service)",
+            who,
+            soft,
+        )
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mlockall(_MCL_CURRENT | _MCL_FUTURE | _MCL_ONFAULT) != 0:
+        log.warning("%s: memory not locked (mlockall: %s)", who, os.strerror(ctypes.get_errno()))
+        return False
+    log.info("%s: memory locked (mlockall, on fault)", who)
+    return True
+
+
+def _has_capability(bit: int, status: Path) -> bool:
+    """Whether the effective capability set in `status` (/proc/self/status) holds `bit`."""
+    try:
+        text = status.read_text(encoding="ascii")
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> bit & 1)
+    return False

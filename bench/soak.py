@@ -327,7 +327,7 @@ class Outcome:
     log_errors: int  # ERROR / CRITICAL lines and tracebacks in the daemon's log
 
 
-def run(duration_s: float, rate_hz: int, seed: int) -> Outcome:
+def run(duration_s: float, rate_hz: int, seed: int, keep_log: Path | None = None) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="armd-soak-") as tmp:
         workdir = Path(tmp)
         broker_options = ["max_queued_messages 100000"]
@@ -343,6 +343,8 @@ def run(duration_s: float, rate_hz: int, seed: int) -> Outcome:
                 end_mb, peak_mb = harness.rss_mb(daemon.pid), harness.rss_mb(daemon.pid, "VmHWM")
                 cpu = (harness.cpu_seconds(daemon.pid) - cpu0) / (time.monotonic() - wall0) * 100.0
             log = log_path.read_text(encoding="utf-8", errors="replace")
+            if keep_log is not None:
+                keep_log.write_text(log, encoding="utf-8")
             errors = len(re.findall(r" (?:ERROR|CRITICAL) |^Traceback", log, re.M))
             restarts = max(0, len(controls) - 1) + died
             return Outcome(
@@ -440,11 +442,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=600.0, help="s of traffic (600)")
     parser.add_argument("--rate", type=int, default=250, help="loop rate, Hz (250)")
     parser.add_argument("--seed", type=int, default=1, help="of the client's mix (1)")
+    parser.add_argument("--log", type=Path, help="keep the daemon's log in this file")
     args = parser.parse_args()
     print(harness.machine())
     print(f"soak: {args.duration:g} s at {args.rate} Hz, seed {args.seed}: the daemon on the sim "
           "driver (subprocess), a private Mosquitto", flush=True)  # fmt: skip
-    print_report(run(args.duration, args.rate, args.seed))
+    print_report(run(args.duration, args.rate, args.seed, args.log))
 
 
 if __name__ == "__main__":

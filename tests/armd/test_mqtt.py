@@ -25,7 +25,7 @@ import pytest
 from pydantic import SecretStr
 
 from armd.broker import MqttSettings, reconnect_delay_s
-from armd.contract import Topics
+from armd.contract import STATE, Topics
 from armd.errors import ConfigError
 from armd.messages import (
     EstopCommand,
@@ -40,6 +40,7 @@ from armd.messages import (
     Telemetry,
 )
 from armd.mqtt import MqttBridge
+from armd.mqtt_session import MqttSession
 from tests.broker import MosquittoBroker, make_password_file, make_tls_files
 
 WAIT_S = 10.0
@@ -475,6 +476,21 @@ async def test_fault_is_retained_and_cleared(mosquitto: MosquittoBroker) -> None
         async with probe(mosquitto, TOPICS.fault, TOPICS.availability, client_id="later") as later:
             await later.wait_message(TOPICS.availability)
             assert later.on(TOPICS.fault) == []
+
+
+async def test_a_qos_0_message_is_written_in_the_publish_call(mosquitto: MosquittoBroker) -> None:
+    """Telemetry costs the daemon one `send`, not a round through the event loop."""
+    session = MqttSession(settings_for(mosquitto), TOPICS, print, logging.getLogger("test"))
+    assert await session.connect(asyncio.Event())
+    try:
+        async with probe(mosquitto, TOPICS.state) as dashboard:
+            publication = session.publish(STATE, b'{"t": 1.0}')
+            with pytest.raises(StopIteration):
+                publication.send(None)  # completed without suspending: the socket took it
+            message = await dashboard.wait_message(TOPICS.state)
+            assert message.payload == b'{"t": 1.0}'
+    finally:
+        await session.close()
 
 
 async def test_telemetry_mailbox_keeps_only_the_latest(mosquitto: MosquittoBroker) -> None:

@@ -4,11 +4,14 @@ a cancelled wait, and on its own event loop. (How late is for bench/, never asse
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 import time
+from pathlib import Path
 
 import pytest
 
-from armd.timing import PreciseTimer, Schedule
+from armd.timing import PreciseTimer, Schedule, _has_capability, lock_memory
 
 
 async def test_precise_timer_never_wakes_before_its_deadline() -> None:
@@ -122,3 +125,32 @@ async def test_after_an_overrun_a_periodic_timer_sleeps_to_its_next_slot_without
         assert cpu < 0.5 * (deadline - first - 2.5 * period), f"{cpu * 1e3:.2f} ms of CPU"
     finally:
         timer.close()
+
+
+def status_with_capabilities(tmp_path: Path, effective: int) -> Path:
+    status = tmp_path / "status"
+    status.write_text(f"Name:\tpython\nCapPrm:\t{effective:016x}\nCapEff:\t{effective:016x}\n")
+    return status
+
+
+def test_capabilities_are_read_from_the_effective_set(tmp_path: Path) -> None:
+    assert _has_capability(14, status_with_capabilities(tmp_path, 1 << 14))
+    assert not _has_capability(14, status_with_capabilities(tmp_path, (1 << 13) | (1 << 15)))
+    assert not _has_capability(14, tmp_path / "absent")
+
+
+def test_memory_is_not_locked_under_a_finite_limit_without_the_capability(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A later allocation could fail under a finite LimitMEMLOCK: not even tried, and said."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    finite = 8 << 20 if hard == resource.RLIM_INFINITY else min(hard, 8 << 20)
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (finite, hard))
+    try:
+        with caplog.at_level(logging.WARNING, logger="armd.timing"):
+            assert not lock_memory("test", status_with_capabilities(tmp_path, 0))
+    finally:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (soft, hard))
+    assert f"test: memory not locked (LimitMEMLOCK is {finite} bytes" in caplog.text
+    assert "LimitMEMLOCK=infinity" in caplog.text
+    assert Path("/proc/self/status").read_text().count("VmLck:\t       0 kB") == 1

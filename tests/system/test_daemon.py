@@ -212,6 +212,21 @@ def test_the_control_loop_runs_in_a_real_time_process_of_its_own(arm: Rig) -> No
     assert set(scheduling_policies(control)) == {os.SCHED_FIFO}  # bus readers inherit it
     assert set(scheduling_policies(arm.daemon.pid)) == {os.SCHED_OTHER}  # MQTT, planning
     assert "control process: real-time priority 50 (SCHED_FIFO)" in arm.daemon.output()
+    # Its mappings are locked (VmLck counts their size) as they are touched (MCL_ONFAULT): what
+    # was not resident was not faulted in to lock it.
+    assert "control process: memory locked (mlockall, on fault)" in arm.daemon.output()
+    locked, resident = status_kib(control, "VmLck"), status_kib(control, "VmRSS")
+    assert locked >= status_kib(control, "VmSize") - 1024, locked
+    assert resident < locked / 1.5, (resident, locked)
+    assert status_kib(arm.daemon.pid, "VmLck") == 0
+
+
+def status_kib(pid: int, field: str) -> int:
+    """A "kB" field of /proc/<pid>/status."""
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
 
 
 @pytest.mark.parametrize(
