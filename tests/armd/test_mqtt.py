@@ -241,17 +241,27 @@ async def test_cancelling_run_publishes_offline(mosquitto: MosquittoBroker) -> N
         assert offline.topic == TOPICS.availability
 
 
-@pytest.mark.parametrize("how", ["cancel", "request_stop"])
-async def test_stopping_while_the_broker_never_answers_ends_within_the_budget(how: str) -> None:
-    """A listener that accepts TCP connections but never sends a CONNACK."""
+@contextlib.asynccontextmanager
+async def silent_broker() -> AsyncIterator[tuple[int, list[asyncio.StreamWriter]]]:
+    """A listener that accepts TCP connections but never sends a CONNACK: its port, and the
+    connections it holds (closed on exit)."""
     held: list[asyncio.StreamWriter] = []
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         held.append(writer)
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
     async with server:
+        try:
+            yield server.sockets[0].getsockname()[1], held
+        finally:
+            for writer in held:
+                writer.close()
+
+
+@pytest.mark.parametrize("how", ["cancel", "request_stop"])
+async def test_stopping_while_the_broker_never_answers_ends_within_the_budget(how: str) -> None:
+    async with silent_broker() as (port, held):
         settings = MqttSettings(ARM, host="127.0.0.1", port=port, shutdown_timeout_s=0.2)
         bridge = make_bridge(settings, Daemon())
         task = asyncio.create_task(bridge.run())
@@ -266,8 +276,6 @@ async def test_stopping_while_the_broker_never_answers_ends_within_the_budget(ho
             async with asyncio.timeout(WAIT_S):
                 await task
         assert not bridge.connected.is_set()
-        for writer in held:
-            writer.close()
 
 
 BRIDGE_PROCESS = textwrap.dedent(
@@ -579,15 +587,7 @@ async def test_a_frozen_broker_is_noticed_by_the_keepalive_and_left_for_a_new_co
 
 
 async def test_no_connack_is_a_clear_warning_and_retried(caplog: pytest.LogCaptureFixture) -> None:
-    """A listener that accepts TCP connections but never sends a CONNACK."""
-    accepted: list[asyncio.StreamWriter] = []
-
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(writer)
-
-    server = await asyncio.start_server(silent, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
+    async with silent_broker() as (port, accepted):
         settings = MqttSettings(
             ARM, host="127.0.0.1", port=port, timeout_s=0.2, reconnect_min_s=0.05,
             reconnect_max_s=0.1,
@@ -596,8 +596,6 @@ async def test_no_connack_is_a_clear_warning_and_retried(caplog: pytest.LogCaptu
         async with running(bridge, wait_connected=False):
             await wait_until(lambda: len(accepted) >= 3)  # each attempt ends, the next one comes
             assert not bridge.connected.is_set()
-        for writer in accepted:
-            writer.close()
     message = f"cannot connect to MQTT broker 127.0.0.1:{port}: no CONNACK within 0.2 s"
     assert message in caplog.text
 
