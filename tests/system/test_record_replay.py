@@ -38,8 +38,9 @@ def goal(arm: Rig, goal_id: str, speed: str, **positions: float) -> None:
     assert done.returncode == 0, done
 
 
-def record_demo(arm: Rig, out: Path) -> np.ndarray:
-    """Record two goals moving the arm (ended with Ctrl-C); returns where it started."""
+def record_demo(arm: Rig, out: Path, tag: str = "") -> np.ndarray:
+    """Record two goals moving the arm (ended with Ctrl-C; goal ids end with `tag`); returns
+    where it started."""
     start = joint_positions(arm.probe.latest_state())
     recorder = subprocess.Popen(
         armd_command("record", "--config", arm.config, "--out", out),
@@ -52,9 +53,9 @@ def record_demo(arm: Rig, out: Path) -> np.ndarray:
         started = recorder.stderr.readline()  # once subscribed
         assert started.startswith("recording armd/ur5-sim/state to "), started
         time.sleep(0.3)  # some rest first, as in a real demonstration
-        goal(arm, "demo-1", "0.4", shoulder_pan_joint=start["shoulder_pan_joint"] + 0.6,
+        goal(arm, f"demo-1{tag}", "0.4", shoulder_pan_joint=start["shoulder_pan_joint"] + 0.6,
              elbow_joint=start["elbow_joint"] - 0.4)  # fmt: skip
-        goal(arm, "demo-2", "0.7", shoulder_lift_joint=start["shoulder_lift_joint"] + 0.3,
+        goal(arm, f"demo-2{tag}", "0.7", shoulder_lift_joint=start["shoulder_lift_joint"] + 0.3,
              shoulder_pan_joint=start["shoulder_pan_joint"] + 0.2)  # fmt: skip
         time.sleep(0.3)
     finally:
@@ -66,18 +67,34 @@ def record_demo(arm: Rig, out: Path) -> np.ndarray:
 
 
 def test_a_recording_is_replayed_and_followed(arm: Rig, tmp_path: Path) -> None:
-    demo = tmp_path / "demo.csv.gz"
-    origin = record_demo(arm, demo)
+    """A stall of the machine (missed ticks) during the recording or the replay puts a kink into
+    what is compared; such an attempt is made again, up to three times. Without missed ticks the
+    replay must follow the recording within `TRACKING`."""
+    for attempt in range(1, 4):
+        mark = arm.probe.mark()
+        error, dry, done = record_and_replay(arm, tmp_path / f"demo{attempt}.csv.gz", f"-{attempt}")
+        states = arm.probe.states(mark)
+        missed = states[-1]["missed_ticks"] - states[0]["missed_ticks"]
+        if error < TRACKING or missed == 0:
+            break
+    assert error < TRACKING, (error, missed, dry.stdout, done.stderr)
+
+
+def record_and_replay(
+    arm: Rig, demo: Path, tag: str
+) -> tuple[float, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """Record a demonstration into `demo`, dry-run and replay it; the largest tracking error."""
+    origin = record_demo(arm, demo, tag)
     recording = read_recording(demo)  # complete: every row parses
     assert recording.times.shape[0] > 20
     header = recording.joints
     assert header == tuple(joint_positions(arm.probe.latest_state()))
     # Elsewhere first: the replay starts with an approach to the recording's first point.
-    goal(arm, "away", "1", shoulder_pan_joint=float(origin[0]) - 0.3)
+    goal(arm, f"away{tag}", "1", shoulder_pan_joint=float(origin[0]) - 0.3)
     arm.probe.wait_state(at_rest, what="the arm at rest")
 
     mark = arm.probe.mark()
-    dry = armd("replay", demo, "--config", arm.config, "--dry-run", "--id", "dry")
+    dry = armd("replay", demo, "--config", arm.config, "--dry-run", "--id", f"dry{tag}")
     assert dry.returncode == 0, dry
     lines = dry.stdout.splitlines()
     assert lines[0].startswith(f"replay {demo}: {recording.times.shape[0]} samples"), lines
@@ -86,9 +103,9 @@ def test_a_recording_is_replayed_and_followed(arm: Rig, tmp_path: Path) -> None:
     assert lines[3].startswith("approach "), lines
     time.sleep(0.5)
     assert arm.probe.on("goal", mark) == []  # the dry run sent nothing
-    assert arm.probe.statuses("dry", mark) == []
+    assert arm.probe.statuses(f"dry{tag}", mark) == []
 
-    done = armd("replay", demo, "--config", arm.config, "--id", "replay-1")
+    done = armd("replay", demo, "--config", arm.config, "--id", f"replay{tag}")
     assert done.returncode == 0, done
     statuses = [json.loads(line) for line in done.stdout.splitlines()]
     assert [s["status"] for s in statuses] == ["accepted", "succeeded"], done
@@ -101,8 +118,7 @@ def test_a_recording_is_replayed_and_followed(arm: Rig, tmp_path: Path) -> None:
     # moving state (when its goal settles, on a 25 Hz grid).
     states = arm.probe.states(mark)
     start = next(i for i, s in enumerate(states) if s["mode"] == "moving")
-    error = tracking_error(recording, states[start:])
-    assert error < TRACKING, (error, dry.stdout, done.stderr)
+    return tracking_error(recording, states[start:]), dry, done
 
 
 def tracking_error(recording: Recording, followed: list[dict[str, Any]]) -> float:
