@@ -296,7 +296,8 @@ class MqttSession:
         if not self._attached:
             return  # in `_open`'s thread: `_attach` reports it
         if self._closing:
-            _settle(self._lost, None)
+            if not self._lost.done():
+                self._lost.set_result(None)
         else:
             self._fail(MqttError(f"the connection was lost: {self._log.last_error or code}"))
 
@@ -394,11 +395,6 @@ def _pending_tls_bytes(client: paho.Client) -> bool:
     sock = client.socket()
     pending = getattr(sock, "pending", None)
     return pending is not None and pending() > 0
-
-
-def _settle(future: asyncio.Future[None], result: None) -> None:
-    if not future.done():
-        future.set_result(result)
 
 
 def _path(path: object) -> str | None:
