@@ -21,7 +21,15 @@ from numpy.typing import ArrayLike, NDArray
 from armd.ratelimit import RateLimiter
 from armd.safety import MeasuredState
 from armd.transmission import ArmTransmission
-from drivers import DeviceFault, DeviceState, Driver, DriverError, DriverIOError, Lifecycle
+from drivers import (
+    DeviceCommand,
+    DeviceFault,
+    DeviceState,
+    Driver,
+    DriverError,
+    DriverIOError,
+    Lifecycle,
+)
 
 __all__ = ["ArmHardware"]
 
@@ -60,6 +68,7 @@ class ArmHardware:
         n, dof = len(transmission), len(self.joint_names)
         self._unread_motors, self._still_motors = np.full(n, np.nan), np.zeros(n)
         self._no_efforts, self._fixed_stamps = np.full(dof, np.nan), np.full(dof, np.inf)
+        self._sent: dict[str, dict[str, DeviceCommand]] = {}  # the last commands written
 
     async def _each(
         self,
@@ -189,7 +198,8 @@ class ArmHardware:
 
     async def write(self, position: ArrayLike, velocity: ArrayLike) -> None:
         """Command every driven joint (positions and velocity feed-forward, q order)."""
-        commands = self.transmission.commands(position, velocity)
+        commands = self.transmission.commands(position, velocity, self._sent)
+        self._sent = commands
         await self._each(
             "write",
             {name: self.drivers[name].write(commands.get(name, {})) for name in self.drivers},

@@ -158,17 +158,18 @@ class SafetyMonitor:
 
     def _staleness(self, measured: MeasuredState, now: float) -> Check:
         age = now - measured.timestamp
-        worst = int(np.argmax(age))
-        if age[worst] > self.thresholds.stale_fault_s:
+        worst = int(age.argmax())
+        oldest = float(age[worst])
+        if oldest > self.thresholds.stale_fault_s:
             joint = self.joint_names[worst]
             message = (
-                f"joint {joint!r}: no valid feedback for {age[worst]:.3f} s "
+                f"joint {joint!r}: no valid feedback for {oldest:.3f} s "
                 f"(fault after {self.thresholds.stale_fault_s:g} s)"
             )
             return Check(Verdict.FAULT, Fault("stale_feedback", message, joint))
-        if age[worst] > self.thresholds.stale_hold_s:
+        if oldest > self.thresholds.stale_hold_s:
             joint = self.joint_names[worst]
-            return Check(Verdict.HOLD, reason=f"joint {joint!r}: feedback {age[worst]:.3f} s old")
+            return Check(Verdict.HOLD, reason=f"joint {joint!r}: feedback {oldest:.3f} s old")
         return _OK
 
     def _outside_limits(self, measured: MeasuredState) -> Check:

@@ -98,7 +98,6 @@ class ArmTransmission:
     """
 
     __slots__ = (
-        "_by_key",
         "_offset",
         "_scale",
         "devices",
@@ -130,7 +129,6 @@ class ArmTransmission:
         self._scale = _floats([t.scale for t in self.joints])
         self._offset = _floats([t.offset for t in self.joints])
         self.devices: tuple[tuple[str, str], ...] = tuple((t.driver, t.device) for t in self.joints)
-        self._by_key = {key: i for i, key in enumerate(self.devices)}
 
     def _validate(
         self, by_joint: Mapping[str, Transmission], fixed: Mapping[str, float], count: int
@@ -203,14 +201,24 @@ class ArmTransmission:
             raise ArmdError(f"no value for the devices of joints {missing}")
         return out
 
-    def commands(self, q: ArrayLike, qd: ArrayLike) -> dict[str, dict[str, DeviceCommand]]:
+    def commands(
+        self,
+        q: ArrayLike,
+        qd: ArrayLike,
+        previous: Mapping[str, Mapping[str, DeviceCommand]] | None = None,
+    ) -> dict[str, dict[str, DeviceCommand]]:
         """One `DeviceCommand` per driven joint for joint positions `q` and velocities `qd`
-        (dof,), grouped by driver: ``{driver: {device: command}}``."""
+        (dof,), grouped by driver: ``{driver: {device: command}}``. A command equal to the one in
+        `previous` (an earlier result) is that same object: a joint held still costs no new
+        command each control tick."""
         positions = self.motor_positions(q).tolist()
         velocities = self.motor_velocities(qd).tolist()
         out: dict[str, dict[str, DeviceCommand]] = {}
         for (driver, device), p, v in zip(self.devices, positions, velocities, strict=True):
-            out.setdefault(driver, {})[device] = DeviceCommand(p, v)
+            command = previous[driver][device] if previous else None
+            if command is None or command.position != p or command.velocity != v:
+                command = DeviceCommand(p, v)
+            out.setdefault(driver, {})[device] = command
         return out
 
     def __repr__(self) -> str:

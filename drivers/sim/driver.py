@@ -211,6 +211,7 @@ class _SimDevice:
     motor: SimulatedMotor
     link: LinkFaults
     rng: np.random.Generator
+    torque_limit: float
     in_flight: list[_Reply] = field(default_factory=list)
 
 
@@ -239,6 +240,7 @@ class SimDriver(Driver):
                 link=LinkFaults(),
                 # A stream apart from the motor's noise, so link faults don't shift the noise.
                 rng=np.random.default_rng((device.seed, 1)),
+                torque_limit=device.torque_limit,
             )
             for name, device in params.devices.items()
         }
@@ -352,14 +354,15 @@ class SimDriver(Driver):
                 f"reply_timeout_s of {timeout_s} s",
             )
             return None
-        sample = device.motor.sample()  # advanced to the clock's time
+        motor = device.motor
+        position, velocity = motor.encoder()  # advanced to the clock's time
         return DeviceState(
-            position=sample.position,
-            velocity=sample.velocity,
+            position=position,
+            velocity=velocity,
             timestamp=now + link.delay_s,
-            fault=self._fault(device.motor),
-            enabled=device.motor.enabled,
-            effort=_clamp(device.motor.effort, self.params.devices[name].torque_limit),
+            fault=self._fault(motor) if motor.faulted else None,
+            enabled=motor.enabled,
+            effort=_clamp(motor.effort, device.torque_limit),
         )
 
     def _follow_hand(self, path: str) -> None:
@@ -416,6 +419,8 @@ class SimDriver(Driver):
                 f"sim: cannot {action}: link to device(s) {list(self._lost)} was lost; "
                 "close and reopen the driver"
             )
+        if not any(device.link.disconnected for device in self._devices.values()):
+            return
         gone = self._disconnected()
         if gone:
             self._lost = gone

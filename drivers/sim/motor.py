@@ -315,15 +315,19 @@ class SimulatedMotor:
 
     def sample(self) -> MotorSample:
         """Advance to the clock's time and read the encoder."""
+        position, velocity = self.encoder()
+        return MotorSample(position=position, velocity=velocity, timestamp=self.time)
+
+    def encoder(self) -> tuple[float, float]:
+        """`sample()`'s position and velocity, without building a sample (the `sim` driver reads
+        every motor each control tick)."""
         self.advance()
         if self.faults.frozen_encoder:
             if self._frozen_position is None:
                 self._frozen_position = self._encoder_position()
-            return MotorSample(position=self._frozen_position, velocity=0.0, timestamp=self.time)
+            return self._frozen_position, 0.0
         self._frozen_position = None
-        return MotorSample(
-            position=self._encoder_position(), velocity=self.velocity, timestamp=self.time
-        )
+        return self._encoder_position(), self.velocity
 
     def advance(self) -> None:
         """Run the control ticks due up to the clock's current time (a clock that goes backwards

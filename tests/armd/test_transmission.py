@@ -116,6 +116,19 @@ def test_commands_are_grouped_by_driver() -> None:
     assert commands["serial"]["s1"] == DeviceCommand(pytest.approx(1.0), 0.0)
 
 
+def test_an_unchanged_command_is_the_previous_object() -> None:
+    arm = _arm()
+    first = arm.commands([0.1, 0.0, 0.02, 0.5], [1.0, 0.0, 0.0, 2.0])
+    again = arm.commands([0.1, 0.0, 0.02, 0.5], [1.0, 0.0, 0.0, 2.0], first)
+    moved = arm.commands([0.1, 0.0, 0.02, 0.6], [1.0, 0.0, 0.0, 2.0], again)
+    assert again == first
+    assert all(again[d][n] is first[d][n] for d in first for n in first[d])
+    assert moved["can"]["n0"] is first["can"]["n0"]
+    assert moved["can"]["n2"] == DeviceCommand(pytest.approx(0.2), pytest.approx(4.0))
+    nan = arm.commands([np.nan, 0.0, 0.02, 0.5], [1.0, 0.0, 0.0, 2.0], moved)
+    assert math.isnan(nan["can"]["n0"].position)  # never equal to the previous: a new command
+
+
 @pytest.mark.parametrize(
     ("transmissions", "fixed", "message"),
     [
