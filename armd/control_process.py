@@ -38,7 +38,7 @@ import time
 from collections.abc import Sequence
 
 from armd.control_link import Closed, Link, Opened, OpenFailed, Watchdog
-from armd.logs import configure_logging
+from armd.logs import configure_logging, write_in_background
 from armd.messages import GoalStatus, StatusUpdate
 from armd.protocol import (
     Command,
@@ -271,9 +271,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="INFO")
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
+    stop_writing = write_in_background()  # before the priority is raised: its thread stays normal
     for sig in (signal.SIGINT, signal.SIGTERM):  # the daemon decides when to stop
         signal.signal(sig, signal.SIG_IGN)
-    return asyncio.run(_serve(args.fd, args.watchdog_interval or None))
+    try:
+        return asyncio.run(_serve(args.fd, args.watchdog_interval or None))
+    finally:
+        stop_writing()
 
 
 if __name__ == "__main__":

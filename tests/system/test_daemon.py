@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from armd.config import ArmSetup
+from armd.logs import WRITER_THREAD
 from kinematics import Pose
 from tests.system.helpers import (
     NotifyListener,
@@ -192,14 +193,15 @@ def test_joint_goal_reaches_the_positions(arm: Rig, arm_setup: ArmSetup) -> None
     assert at_rest(state, tolerance=0.01), state
 
 
-def scheduling_policies(pid: int) -> list[int]:
-    """The scheduling policy of each of a process's threads (``/proc/<pid>/task/*/stat``,
-    field 41)."""
-    policies = []
+def scheduling_policies(pid: int) -> dict[int, tuple[str, int]]:
+    """{thread id: (name, scheduling policy)} of a process's threads
+    (``/proc/<pid>/task/*/stat``: the comm, field 41)."""
+    policies = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         stat = (task / "stat").read_text(encoding="ascii")
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": field 3 onwards
-        policies.append(int(fields[41 - 3]))
+        policies[int(task.name)] = (name, int(fields[41 - 3]))
     return policies
 
 
@@ -209,8 +211,14 @@ def test_the_control_loop_runs_in_a_real_time_process_of_its_own(arm: Rig) -> No
     control = arm.daemon.control_pid
     cmdline = Path(f"/proc/{control}/cmdline").read_bytes().split(b"\0")
     assert b"armd.control_process" in cmdline, cmdline
-    assert set(scheduling_policies(control)) == {os.SCHED_FIFO}  # bus readers inherit it
-    assert set(scheduling_policies(arm.daemon.pid)) == {os.SCHED_OTHER}  # MQTT, planning
+    threads = scheduling_policies(control)
+    # the loop's thread and any bus reader are real-time; only the log writer is not (it may
+    # wait on the journal, and must never hold up a tick: armd.logs)
+    others = [name for name, policy in threads.values() if policy != os.SCHED_FIFO]
+    assert others == [WRITER_THREAD], threads
+    assert threads[control][1] == os.SCHED_FIFO
+    daemon = scheduling_policies(arm.daemon.pid)
+    assert {policy for _, policy in daemon.values()} == {os.SCHED_OTHER}  # MQTT, planning
     assert "control process: real-time priority 50 (SCHED_FIFO)" in arm.daemon.output()
     # Its mappings are locked (VmLck counts their size) as they are touched (MCL_ONFAULT): what
     # was not resident was not faulted in to lock it.
