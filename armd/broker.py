@@ -8,7 +8,7 @@ import random
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import aiomqtt
 from pydantic import SecretStr
@@ -63,6 +63,25 @@ class MqttSettings:
     def uses_tls(self) -> bool:
         return self.tls or any((self.tls_ca_file, self.tls_cert_file, self.tls_key_file))
 
+    @property
+    def tls_files(self) -> TlsFiles:
+        """The TLS files as keywords of both paho's `tls_set` and aiomqtt's `TLSParameters`."""
+        return TlsFiles(
+            ca_certs=_text(self.tls_ca_file),
+            certfile=_text(self.tls_cert_file),
+            keyfile=_text(self.tls_key_file),
+        )
+
+
+class TlsFiles(TypedDict):
+    ca_certs: str | None
+    certfile: str | None
+    keyfile: str | None
+
+
+def _text(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
 
 def connection_options(settings: MqttSettings) -> dict[str, Any]:
     """The broker address, credentials, TLS and socket options (TCP_NODELAY) of `settings` as
@@ -70,11 +89,7 @@ def connection_options(settings: MqttSettings) -> dict[str, Any]:
     same settings to paho in `armd.mqtt_session`)."""
     tls = None
     if settings.uses_tls:
-        tls = aiomqtt.TLSParameters(
-            ca_certs=str(settings.tls_ca_file) if settings.tls_ca_file else None,
-            certfile=str(settings.tls_cert_file) if settings.tls_cert_file else None,
-            keyfile=str(settings.tls_key_file) if settings.tls_key_file else None,
-        )
+        tls = aiomqtt.TLSParameters(**settings.tls_files)
     return {
         "hostname": settings.host,
         "port": settings.port,

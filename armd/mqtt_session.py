@@ -92,11 +92,7 @@ class MqttSession:
         if settings.username is not None:
             client.username_pw_set(settings.username, settings.password_text)
         if settings.uses_tls:
-            client.tls_set(
-                ca_certs=_path(settings.tls_ca_file),
-                certfile=_path(settings.tls_cert_file),
-                keyfile=_path(settings.tls_key_file),
-            )
+            client.tls_set(**settings.tls_files)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = lambda _client, _userdata, message: on_message(message)
@@ -395,7 +391,3 @@ def _pending_tls_bytes(client: paho.Client) -> bool:
     sock = client.socket()
     pending = getattr(sock, "pending", None)
     return pending is not None and pending() > 0
-
-
-def _path(path: object) -> str | None:
-    return None if path is None else str(path)
