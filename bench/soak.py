@@ -9,7 +9,8 @@ goals, bursts (newest wins), stops, e-stop engage + reset pairs and malformed pa
 goals by kind and final status (each goal must get exactly one), goals whose statuses break the
 contract (a bare final status without `accepted`/`rejected` first must never happen), the loop's
 timing, processes restarted, telemetry outside the joint limits, faults, the daemon's memory and
-CPU, the host's CPU steal time during the run (a missed tick on a VM that lost its CPU is the
+CPU, the host's CPU steal time during the run and, where rt-tests is installed, how often
+cyclictest beside it woke a period or more late (a missed tick on a VM that lost its CPU is the
 machine's, not armd's) and a one-line verdict. Reports only: nothing about speed is asserted.
 A malformed e-stop payload engages the e-stop (fail-safe): the client then resets it, as an
 operator would.
@@ -322,6 +323,7 @@ class Outcome:
     peak_mb: float | None  # VmHWM
     cpu_pct: float  # of one core
     steal_pct: float  # of the host's CPU time during the run, given to other guests
+    platform: harness.PlatformWakeups | None  # cyclictest beside the run, when installed
     restarts: int  # control processes beyond the first, and a daemon that died before the end
     exit_code: int | None
     log_errors: int  # ERROR / CRITICAL lines and tracebacks in the daemon's log
@@ -337,7 +339,10 @@ def run(duration_s: float, rate_hz: int, seed: int, keep_log: Path | None = None
             with harness.daemon_process(config, log_path) as daemon:
                 cpu0, wall0 = harness.cpu_seconds(daemon.pid), time.monotonic()
                 host0, controls = harness.CpuTimes.now(), children(daemon.pid)
-                record, warm_mb = asyncio.run(soak(setup, duration_s, seed, daemon.pid, controls))
+                with harness.platform_wakeups(1.0 / rate_hz, duration_s) as platform:
+                    record, warm_mb = asyncio.run(
+                        soak(setup, duration_s, seed, daemon.pid, controls)
+                    )
                 steal = harness.steal_pct(host0, harness.CpuTimes.now())
                 died = daemon.poll() is not None
                 end_mb, peak_mb = harness.rss_mb(daemon.pid), harness.rss_mb(daemon.pid, "VmHWM")
@@ -349,7 +354,7 @@ def run(duration_s: float, rate_hz: int, seed: int, keep_log: Path | None = None
             restarts = max(0, len(controls) - 1) + died
             return Outcome(
                 record, harness.loop_timing(log_path), warm_mb, end_mb, peak_mb, cpu, steal,
-                restarts, daemon.returncode, errors,
+                platform[0] if platform else None, restarts, daemon.returncode, errors,
             )  # fmt: skip
 
 
@@ -393,6 +398,7 @@ def print_report(o: Outcome) -> None:
         "processes restarted": o.restarts,
         "daemon CPU (one core)": f"{o.cpu_pct:.1f} %, load average {os.getloadavg()[0]:.2f}",
         "host CPU steal time": f"{o.steal_pct:.2f} % of the run's CPU time",
+        "platform (cyclictest)": platform(o.platform),
         "daemon exit code": o.exit_code,
         "ERROR/traceback log lines": o.log_errors,
     }
@@ -401,6 +407,17 @@ def print_report(o: Outcome) -> None:
         print(f"{label:<27} {value}")
     problems = verdict(o)
     print(f"\nverdict: {'; '.join(problems) if problems else 'OK, no expectation broken'}")
+
+
+def platform(wakeups: harness.PlatformWakeups | None) -> str:
+    """What the machine alone did meanwhile: a thread that only sleeps and wakes up, in C, at the
+    loop's period (a period late is a tick no program could have kept)."""
+    if wakeups is None:
+        return "n/a (cyclictest not installed: apt install rt-tests)"
+    return (
+        f"{wakeups.late} of {wakeups.cycles} wake-ups a period or more late, worst "
+        f"{wakeups.max_ms:.1f} ms (a C thread beside the run doing nothing else)"
+    )
 
 
 def mb(value: float | None) -> str:
