@@ -89,6 +89,9 @@ def write_in_background(root: logging.Logger | None = None) -> Callable[[], None
 def _write(
     records: queue.SimpleQueue[logging.LogRecord | None], handlers: list[logging.Handler]
 ) -> None:
+    """`logging.handlers.QueueListener`'s loop (with `respect_handler_level`). Not the listener
+    itself: its thread is private (no id to name it by) and its `stop` waits for the stream
+    without a bound."""
     while (record := records.get()) is not None:
         for handler in handlers:
             if record.levelno >= handler.level:
