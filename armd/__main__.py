@@ -1,5 +1,5 @@
 """`python -m armd` runs the command-line interface."""
 
-from armd.cli import main
+from armd.cli.main import main
 
 raise SystemExit(main())

@@ -1,7 +1,8 @@
 """Logging set-up shared by the `armd` command and its control process.
 
 A level spec is a level, optionally followed by per-logger levels: ``INFO`` or
-``INFO,armd.loop=DEBUG,aiomqtt=WARNING`` (debug one part without the rest's noise). The daemon
+``INFO,armd.control.loop=DEBUG,aiomqtt=WARNING`` (debug one part without the rest's noise). The
+daemon
 hands its spec on to the control process, so both log alike.
 
 The control process writes its log from a thread of its own (`write_in_background`): under

@@ -36,7 +36,8 @@ class RateLimiter:
 
 
 class RateLimitFilter(logging.Filter):
-    """Rate-limits the warnings and errors of paho (the bridge's `armd.mqtt.client` logger: e.g.
+    """Rate-limits the warnings and errors of paho (the bridge's `armd.api.bridge.client` logger:
+    e.g.
     one per failed write while a connection breaks) by their format string."""
 
     def __init__(self) -> None:

@@ -1,5 +1,5 @@
 """How armd says what is wrong with input it was given: one renderer for pydantic's validation
-errors, shared by config files (`armd.config_schema`) and MQTT payloads (`armd.payloads`).
+errors, shared by config files (`armd.config.schema`) and MQTT payloads (`armd.api.payloads`).
 
 A reason names the place, the value as the user wrote it, and what was expected::
 

@@ -27,7 +27,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-from armd.commands.dashboard_cmd import DIST, make_server  # noqa: E402
+from armd.cli.dashboard_cmd import DIST, make_server  # noqa: E402
 
 sys.path.append(str(_HERE))
 import harness  # noqa: E402

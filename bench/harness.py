@@ -30,7 +30,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 SIM_CONFIG = ROOT / "config" / "sim.yaml"
 HOST = "127.0.0.1"
-# TCP_NODELAY, as on armd's own clients (armd.broker): without it, a goal written while the
+# TCP_NODELAY, as on armd's own clients (armd.config.broker): without it, a goal written while the
 # client's previous small packet (a PUBACK, a PINGREQ) waits for its delayed ACK is held back by
 # Nagle's algorithm for up to ~40 ms.
 NODELAY = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)

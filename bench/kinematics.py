@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from kinematics import load_tree, solve_ik
+
 # This script shares its name with the `kinematics` package: import the package with this folder
 # off the path, then put the folder back for the sibling bench modules.
 _HERE = Path(__file__).resolve().parent
@@ -40,7 +42,7 @@ def bench_armd_ik(tree: KinematicTree, link: str, n: int, seeded: bool) -> IKSta
     for q_true, seed in ik_cases(tree, n, seeded, rng):
         target = tree.fk(q_true, link)
         start = time.perf_counter()
-        result = tree.ik(target, seed, link, options)
+        result = solve_ik(tree, target, seed, link, options)
         times.append(time.perf_counter() - start)
         distance, angle = tree.fk(result.q, link).distance_to(target)  # checked independently
         ok.append(distance < POSITION_OK and angle < ROTATION_OK and tree.limits.within(result.q))
@@ -51,7 +53,7 @@ def bench_armd_ik(tree: KinematicTree, link: str, n: int, seeded: bool) -> IKSta
 
 def bench_arm(name: str, args: argparse.Namespace, pin_bench: object | None) -> None:
     filename, link = ARMS[name]
-    tree = KinematicTree.load(ROBOTS / filename)
+    tree = load_tree(ROBOTS / filename)
     rng = np.random.default_rng(0)
     q = rng.uniform(tree.limits.lower, tree.limits.upper)
     qs = rng.uniform(tree.limits.lower, tree.limits.upper, size=(1000, tree.dof))

@@ -6,7 +6,8 @@
    joints goal every ~2 s; ticks, missed ticks and period error (p50/p99/max) from its final
    "loop timing" log line, CPU % from /proc/<pid>/stat (100 % = one core).
 2. Goal-to-first-command latency over MQTT on loopback: the daemon as a subprocess logging the
-   first command of each motion (``--log-level INFO,armd.loop=DEBUG``), goals from a client here,
+   first command of each motion (``--log-level INFO,armd.control.loop=DEBUG``), goals from a client
+   here,
    timed from the client's publish call and from the moment its PUBLISH reached the socket.
 
 Every run uses its own Mosquitto on a free loopback port, stopped on any exit. Reports only: the
@@ -37,8 +38,8 @@ import aiomqtt  # noqa: E402
 import numpy as np  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
-from armd.config import ArmSetup, load_config  # noqa: E402
-from armd.contract import Topics  # noqa: E402
+from armd.api.contract import Topics  # noqa: E402
+from armd.config.load import ArmSetup, load_config  # noqa: E402
 
 sys.path.append(str(_HERE))
 from harness import (  # noqa: E402
@@ -183,10 +184,10 @@ def first_commands(log_path: Path) -> dict[str, float]:
 def measure_latency(workdir: Path, config: Path, goals: int) -> tuple[list[float], list[float]]:
     """Goal-to-first-command latencies (s) from the client's publish call and from the wire: the
     daemon as a subprocess (its loop in its control process), logging the first command of each
-    motion (armd.loop at DEBUG)."""
+    motion (armd.control.loop at DEBUG)."""
     setup = load_config(config)
     log_path = workdir / f"latency-{setup.loop_hz:g}.log"
-    with daemon_process(config, log_path, log_level="INFO,armd.loop=DEBUG"):
+    with daemon_process(config, log_path, log_level="INFO,armd.control.loop=DEBUG"):
         sent, wire = asyncio.run(send_alternating_goals(setup, goals))
         deadline = time.monotonic() + 5.0
         while len(first_commands(log_path).keys() & sent.keys()) < len(sent):

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from kinematics import load_tree
+
 # This folder holds scripts named like the packages (kinematics.py): import the packages with it
 # off the path, then put it back for the sibling bench modules.
 _HERE = Path(__file__).resolve().parent
@@ -62,7 +64,7 @@ def cases(
 
 def bench_arm(name: str, args: argparse.Namespace) -> None:
     filename, links = ARMS[name]
-    tree = KinematicTree.load(ROBOTS / filename)
+    tree = load_tree(ROBOTS / filename)
     moving = sum(tree.chain(links[-1]).moving)
     print(f"\n{name} ({filename}, {len(links)} keypoints {' → '.join(links)}, {moving} joints)")
     for near in (True, False):

@@ -3,10 +3,11 @@ a tick, and how long a recording fits one goal at which error.
 
     python bench/replay.py [--repeats 5]
 
-1. Planning (`armd.timed_trajectory.plan_trajectory`, in the daemon's planning thread before the
+1. Planning (`armd.motion.timed_trajectory.plan_trajectory`, in the daemon's planning thread before
+the
    goal is accepted) for 100 and 1000 points of 6 joints, and one tick's sample of the motion
    the loop follows, beside a linear goal's `PathMotion` of as many waypoints.
-2. `armd.replay.replay_goal` + `check_replay` on the simulated UR5 (config/sim.yaml) for
+2. `armd.tools.replay.replay_goal` + `check_replay` on the simulated UR5 (config/sim.yaml) for
    recordings of 8 s to 4 min at 25 Hz with every joint moving all the time (the tests'
    `long_recording`): points, payload bytes, the tolerance it took to fit the goal's bounds, the
    largest position error against the recording, and the time it took.
@@ -28,11 +29,11 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import numpy as np  # noqa: E402
 
-from armd.config import load_config  # noqa: E402
-from armd.recording import Recording  # noqa: E402
-from armd.replay import check_replay, replay_goal  # noqa: E402
-from armd.timed_trajectory import TrajectoryMotion, plan_trajectory  # noqa: E402
-from armd.trajectory import MotionLimits, PathMotion, Setpoint, plan_path  # noqa: E402
+from armd.config.load import load_config  # noqa: E402
+from armd.motion.timed_trajectory import TrajectoryMotion, plan_trajectory  # noqa: E402
+from armd.motion.trajectory import MotionLimits, PathMotion, Setpoint, plan_path  # noqa: E402
+from armd.tools.recording import Recording  # noqa: E402
+from armd.tools.replay import check_replay, replay_goal  # noqa: E402
 
 sys.path.append(str(_HERE))
 from bench_common import per_call_us  # noqa: E402

@@ -41,8 +41,8 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import aiomqtt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from armd.config import ArmSetup, load_config  # noqa: E402
-from armd.contract import Topics  # noqa: E402
+from armd.api.contract import Topics  # noqa: E402
+from armd.config.load import ArmSetup, load_config  # noqa: E402
 
 sys.path.append(str(_HERE))
 import harness  # noqa: E402

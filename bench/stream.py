@@ -4,9 +4,10 @@
                            [--duration 10] [--quick]
 
 1. Stream start → first command: a client publishes the first message of a new stream (then its
-   ``end``, and waits for ``succeeded``), the follower daemon (a subprocess, armd.loop at DEBUG)
+   ``end``, and waits for ``succeeded``), the follower daemon (a subprocess, armd.control.loop at
+   DEBUG)
    logs its first command; per loop rate.
-2. Leader read → follower command: ``armd leader``'s loop (`armd.teleop.run_leader`) runs here
+2. Leader read → follower command: ``armd leader``'s loop (`armd.tools.teleop.run_leader`) runs here
    on config/sim_leader.yaml's simulated UR5, moved by a scripted hand, at the follower's loop
    rate; it logs when it read each message's joints, the follower when it first commanded each
    message's target (by seq); per loop rate.
@@ -45,12 +46,12 @@ import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 from numpy.typing import NDArray  # noqa: E402
 
-from armd.config import build_drivers, load_config  # noqa: E402
-from armd.contract import Topics  # noqa: E402
-from armd.hardware import ArmHardware  # noqa: E402
-from armd.leader import LeaderSetup, leader_setup  # noqa: E402
-from armd.safety import MeasuredState  # noqa: E402
-from armd.teleop import follower_settings, run_leader  # noqa: E402
+from armd.api.contract import Topics  # noqa: E402
+from armd.config.load import build_drivers, load_config  # noqa: E402
+from armd.control.hardware import ArmHardware  # noqa: E402
+from armd.link.protocol import MeasuredState  # noqa: E402
+from armd.tools.leader import LeaderSetup, leader_setup  # noqa: E402
+from armd.tools.teleop import follower_settings, run_leader  # noqa: E402
 from drivers.sim.driver import SimDriver  # noqa: E402
 
 sys.path.append(str(_HERE))
@@ -120,7 +121,7 @@ class ReadTimes(logging.Handler):
 
 @contextmanager
 def read_times() -> Iterator[ReadTimes]:
-    handler, logger = ReadTimes(), logging.getLogger("armd.teleop")
+    handler, logger = ReadTimes(), logging.getLogger("armd.tools.teleop")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
     try:
@@ -211,7 +212,7 @@ async def stream_starts(port: int, count: int) -> dict[str, float]:
 def start_latency(workdir: Path, port: int, rate_hz: int, count: int) -> list[float]:
     config = follower_config(workdir, rate_hz, port)
     log_path = workdir / f"starts-{rate_hz}.log"
-    with follower(config, log_path, log_level="INFO,armd.loop=DEBUG"):
+    with follower(config, log_path, log_level="INFO,armd.control.loop=DEBUG"):
         sent = asyncio.run(stream_starts(port, count))
         time.sleep(0.5)
     first = first_commands(log_path)
@@ -228,7 +229,10 @@ def leader_latency(
     config = follower_config(workdir, rate_hz, port)
     log_path = workdir / f"leader-{rate_hz}.log"
     setup = leader_config(workdir, rate_hz, port)
-    with follower(config, log_path, log_level="INFO,armd.loop=DEBUG"), read_times() as reads:
+    with (
+        follower(config, log_path, log_level="INFO,armd.control.loop=DEBUG"),
+        read_times() as reads,
+    ):
         asyncio.run(lead(setup, duration_s, f"lead{rate_hz}"))
         time.sleep(0.5)
     text = log_path.read_text(encoding="utf-8", errors="replace")

@@ -25,13 +25,13 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import numpy as np  # noqa: E402
 
-from armd.config import load_config  # noqa: E402
-from armd.daemon import plan_settings  # noqa: E402
-from armd.messages import StreamPose, StreamTwist  # noqa: E402
-from armd.protocol import StreamTarget  # noqa: E402
-from armd.stream_cartesian import CartesianStream  # noqa: E402
-from armd.streaming import StreamFollower  # noqa: E402
-from armd.trajectory import MotionLimits, Setpoint  # noqa: E402
+from armd.config.load import load_config  # noqa: E402
+from armd.control.streaming import StreamFollower  # noqa: E402
+from armd.daemon.process import plan_settings  # noqa: E402
+from armd.link.messages import StreamPose, StreamTwist  # noqa: E402
+from armd.link.protocol import StreamTarget  # noqa: E402
+from armd.motion.trajectory import MotionLimits, Setpoint  # noqa: E402
+from armd.planning.stream_cartesian import CartesianStream  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent.parent / "config" / "sim.yaml"
 TICK_S = 0.004

@@ -15,7 +15,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -23,9 +23,7 @@ from numpy.typing import ArrayLike, NDArray
 from kinematics import _layout as kern  # the IK kernel's parameter and info indices
 from kinematics.errors import KinematicsError
 from kinematics.pose import Pose
-
-if TYPE_CHECKING:
-    from kinematics.tree import KinematicTree
+from kinematics.tree import KinematicTree
 
 __all__ = ["IKOptions", "IKResult", "solve"]
 
@@ -149,15 +147,15 @@ def solve(
     tree: KinematicTree,
     target: Pose | ArrayLike,
     seed: ArrayLike,
-    *,
-    link: str,
+    link: str | None = None,
     options: IKOptions | None = None,
 ) -> IKResult:
-    """Joint vector placing `link` at `target` (a Pose in the root frame, or a position (3,) for a
-    position-only target), starting from `seed` (dof,). Raises `KinematicsError` for invalid
-    input (unknown link, wrong shapes, non-finite values); an unreachable target is a result."""
+    """Joint vector placing `link` (default: the tree's default link) at `target` (a Pose in the
+    root frame, or a position (3,) for a position-only target), starting from `seed` (dof,).
+    Raises `KinematicsError` for invalid input (unknown link, wrong shapes, non-finite values);
+    an unreachable target is a result."""
     options = options or _DEFAULT_OPTIONS
-    chain = tree.chain(link)
+    chain = tree.chain(link or tree.default_link())
     target7, with_orientation = _target7(target)
     seed_q = tree.q_vector(seed).copy()
     if not math.isfinite(seed_q.sum()):  # any NaN or infinity makes the sum non-finite

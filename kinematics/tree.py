@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -28,9 +27,6 @@ from kinematics.errors import KinematicsError, ModelError, UnknownNameError
 from kinematics.limits import JointLimit, JointLimits
 from kinematics.motors import ConstantMotor, JointMotor, Link
 from kinematics.pose import Pose
-
-if TYPE_CHECKING:
-    from kinematics.ik import IKOptions, IKResult
 
 __all__ = ["Chain", "KinematicTree"]
 
@@ -90,7 +86,7 @@ def _topological_order(links: Sequence[Link]) -> list[Link]:
 
 
 class KinematicTree:
-    """An immutable kinematic tree. Build from `Link`s or load with `KinematicTree.load(path)`.
+    """An immutable kinematic tree. Build from `Link`s or load with `load_tree(path)`.
 
     Joint vectors ``q`` have shape (dof,) in `joint_names` order: rad for revolute joints, m for
     prismatic ones. Poses are ``root_from_link``.
@@ -323,35 +319,6 @@ class KinematicTree:
         if not self.kernels.jacobian_batch(chain.packed, qs, J):
             raise self._not_finite(qs)
         return J
-
-    def ik(
-        self,
-        target: Pose | ArrayLike,
-        seed: ArrayLike,
-        link: str | None = None,
-        options: IKOptions | None = None,
-    ) -> IKResult:
-        """Inverse kinematics of `link` toward `target` (a Pose, or a position (3,) for a
-        position-only target), seeded from `seed`. See `kinematics.ik.solve`."""
-        from kinematics.ik import solve  # noqa: PLC0415 (ik imports tree)
-
-        return solve(self, target, seed, link=link or self.default_link(), options=options)
-
-    # -- files ----------------------------------------------------------------------------------
-
-    @classmethod
-    def load(cls, path: str | Path) -> KinematicTree:
-        """Load a ``.kinematic.json`` or ``.urdf`` file. Raises `ModelError` naming the problem."""
-        from kinematics.loaders import load_tree  # noqa: PLC0415
-
-        return load_tree(Path(path))
-
-    def save(self, path: str | Path) -> None:
-        """Write the tree as ``.kinematic.json`` (the path must end in ``.json``; raises
-        `ModelError` otherwise, `OSError` when the file cannot be written)."""
-        from kinematics.loaders import save_tree  # noqa: PLC0415
-
-        save_tree(self, Path(path))
 
     def with_limits(self, overrides: dict[str, JointLimit]) -> KinematicTree:
         """A new tree whose joints named in `overrides` carry those limits instead."""

@@ -1,5 +1,5 @@
 """Every file under config/ is loaded: configs through `load_config`, robot models through
-`KinematicTree.load`. A new kind of file there needs a loader here (or an explicit skip)."""
+`kinematics.load_tree`. A new kind of file there needs a loader here (or an explicit skip)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import get_args
 import pytest
 from pydantic import BaseModel
 
-from armd.config import load_config
-from armd.config_schema import ArmConfig
+from armd.config.load import load_config
+from armd.config.schema import ArmConfig
 from drivers import DRIVERS, load_driver_class
-from kinematics import KinematicTree
+from kinematics import load_tree
 
 CONFIG = Path(__file__).resolve().parent.parent / "config"
 FILES = sorted(path for path in CONFIG.rglob("*") if path.is_file())
@@ -21,7 +21,7 @@ MODEL_SUFFIXES = (".urdf", ".kinematic.json")
 SKIPPED = {"README.md": "documentation: attribution of the robot models"}
 LOADED_ELSEWHERE = {  # folders whose files other tests load, with the test that does
     "chains": "recorded chains: mapped onto the UR5 by "
-    "tests/armd/test_map_cmd.py::test_every_recorded_chain_maps_onto_the_ur5",
+    "tests/armd/cli/test_map_cmd.py::test_every_recorded_chain_maps_onto_the_ur5",
     "mosquitto": "broker config, ACL and bridge: loaded into real Mosquittos by "
     "tests/system/test_security.py and tests/system/test_bridge.py",
 }
@@ -47,7 +47,7 @@ def test_every_file_loads(path: Path) -> None:
         setup = load_config(path)
         assert setup.tree.dof == len(setup.joints) + len(setup.fixed_joints)
     elif path.name.endswith(MODEL_SUFFIXES):
-        tree = KinematicTree.load(path)
+        tree = load_tree(path)
         assert tree.dof > 0
     else:
         pytest.fail(f"{_id(path)}: no loader for this file: add one to this test, or skip it")

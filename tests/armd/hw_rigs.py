@@ -36,15 +36,15 @@ import can
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from armd.hardware import ArmHardware
-from armd.loop import ControlLoop, LoopSettings
-from armd.messages import Fault, GoalStatus, Mode, StatusUpdate
-from armd.protocol import Event, FaultChanged, ModeChanged, MoveTo, Reset
-from armd.safety import SafetyThresholds
-from armd.timing import Schedule
-from armd.trajectory import MotionLimits
-from armd.transmission import ArmTransmission, Transmission
-from armd.wiring import ControlSetup, build_loop
+from armd.control.hardware import ArmHardware
+from armd.control.loop import ControlLoop, LoopSettings
+from armd.control.safety import SafetyThresholds
+from armd.control.timing import Schedule
+from armd.control.transmission import ArmTransmission, Transmission
+from armd.control.wiring import ControlSetup, build_loop
+from armd.link.messages import Fault, GoalStatus, Mode, StatusUpdate
+from armd.link.protocol import Event, FaultChanged, ModeChanged, MoveTo, Reset
+from armd.motion.trajectory import MotionLimits
 from drivers import Driver, DriverError
 from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
 from drivers.dynamixel.sim import SimulatedDynamixelChain

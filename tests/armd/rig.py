@@ -9,18 +9,18 @@ from pathlib import Path
 
 import numpy as np
 
-from armd.goals import GoalPipeline, PlanSettings
-from armd.loop import ControlLoop, LoopSettings
-from armd.messages import Fault, StatusUpdate
-from armd.protocol import Event, FaultChanged, LoopPort, MoveTo, Sample
-from armd.safety import SafetyThresholds, StallLimits
-from armd.statuses import StatusLedger
-from armd.timing import Schedule
-from armd.trajectory import MotionLimits
-from armd.transmission import ArmTransmission, Transmission
-from armd.wiring import ControlSetup, DriverSetup, build_hardware, build_loop
+from armd.api.statuses import StatusLedger
+from armd.control.loop import ControlLoop, LoopSettings
+from armd.control.safety import SafetyThresholds, StallLimits
+from armd.control.timing import Schedule
+from armd.control.transmission import ArmTransmission, Transmission
+from armd.control.wiring import ControlSetup, DriverSetup, build_hardware, build_loop
+from armd.link.messages import Fault, StatusUpdate
+from armd.link.protocol import Event, FaultChanged, LoopPort, MoveTo, Sample
+from armd.motion.trajectory import MotionLimits
+from armd.planning.goals import GoalPipeline, PlanSettings
 from drivers.sim.driver import ManualClock, SimDriver
-from kinematics import JointLimit, KinematicTree
+from kinematics import JointLimit, KinematicTree, load_tree
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
 PERIOD = 0.004
@@ -76,7 +76,7 @@ class Rig:
 
 
 def ur5() -> KinematicTree:
-    tree = KinematicTree.load(ROBOTS / "ur5.urdf")
+    tree = load_tree(ROBOTS / "ur5.urdf")
     return tree.with_limits(
         {name: JointLimit(-3.0, 3.0, VELOCITY, ACCELERATION) for name in tree.joint_names}
     )

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from kinematics import KinematicTree
+from kinematics import KinematicTree, load_tree
 from kinematics.kinematic_json import tree_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def fixture() -> dict[str, Any]:
     rng = np.random.default_rng(SEED)
     models: dict[str, Any] = {}
     for name in MODELS:  # the Panda's second finger is a mimic joint
-        tree = KinematicTree.load(ROOT / "config" / "robots" / name)
+        tree = load_tree(ROOT / "config" / "robots" / name)
         cases = []
         for q in _configurations(tree, rng):
             poses = tree.fk_all(q)

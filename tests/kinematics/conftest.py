@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kinematics import KinematicTree
+from kinematics import KinematicTree, load_tree
 
 DATA = Path(__file__).resolve().parent / "data"
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
@@ -18,15 +18,15 @@ SLIDER_MIMIC = DATA / "slider_mimic.kinematic.json"
 
 @pytest.fixture(scope="session")
 def panda() -> KinematicTree:
-    return KinematicTree.load(PANDA_URDF)
+    return load_tree(PANDA_URDF)
 
 
 @pytest.fixture(scope="session")
 def ur5() -> KinematicTree:
-    return KinematicTree.load(UR5_URDF)
+    return load_tree(UR5_URDF)
 
 
 @pytest.fixture(scope="session")
 def slider_mimic() -> KinematicTree:
     """A chain with a prismatic joint, a mimic joint and poses before the motions."""
-    return KinematicTree.load(SLIDER_MIMIC)
+    return load_tree(SLIDER_MIMIC)

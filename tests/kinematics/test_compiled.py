@@ -55,7 +55,7 @@ RUN_AFTER_RELEASE = textwrap.dedent(
     import json, re
     from pathlib import Path
     import numpy as np
-    from kinematics.loaders import load_tree
+    from kinematics import load_tree, solve_ik
     from kinematics.compiled import release_compiler_pages
 
     def llvm_resident():
@@ -74,7 +74,7 @@ RUN_AFTER_RELEASE = textwrap.dedent(
     released = release_compiler_pages()
     after_release = llvm_resident()
     pose = tree.fk(home, link)
-    solution = tree.ik(pose, home + 0.1, link)
+    solution = solve_ik(tree, pose, home + 0.1, link)
     print(json.dumps({
         "released": released, "after_release": after_release, "after_use": llvm_resident(),
         "same_fk": pose.matrix.tolist() == before, "ik": bool(solution.success),

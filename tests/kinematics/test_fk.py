@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kinematics import KinematicTree, Pose
+from kinematics import KinematicTree, Pose, load_tree
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
 DATA = Path(__file__).resolve().parent / "data"
@@ -202,7 +202,7 @@ def test_fk_matches_homogeneous_matrices(
     joint_names: tuple[str, ...],
     links: list[str],
 ) -> None:
-    tree = KinematicTree.load(path)
+    tree = load_tree(path)
     assert tree.joint_names == joint_names
     reference = parse(path)
     for i, q in enumerate(random_configurations(tree, CONFIGURATIONS, seed=7)):
@@ -222,7 +222,7 @@ def test_fk_all_batch_and_dual_quaternion_agree_with_fk(
     joint_names: tuple[str, ...],
     links: list[str],
 ) -> None:
-    tree = KinematicTree.load(path)
+    tree = load_tree(path)
     qs = random_configurations(tree, 20, seed=11)
     for link in links:
         translations, quaternions = tree.fk_batch(qs, link)
@@ -250,14 +250,14 @@ def test_fk_all_batch_and_dual_quaternion_agree_with_fk(
 def test_panda_at_zero_matches_the_published_flange_pose() -> None:
     # With q = 0 the Panda's flange (link8) sits at x = 0.088, z = 0.333 + 0.316 + 0.384 - 0.107,
     # pointing down (a half turn about x).
-    tree = KinematicTree.load(ROBOTS / "panda.urdf")
+    tree = load_tree(ROBOTS / "panda.urdf")
     pose = tree.fk(np.zeros(tree.dof), "panda_link8")
     expected = translation([0.088, 0.0, 0.926]) @ rodrigues([1, 0, 0], math.pi)
     assert_pose_matches(pose, expected, "panda_link8 at q = 0")
 
 
 def test_fingers_mirror_each_other() -> None:
-    tree = KinematicTree.load(ROBOTS / "panda.urdf")
+    tree = load_tree(ROBOTS / "panda.urdf")
     q = np.zeros(tree.dof)
     q[-1] = 0.03
     hand = tree.fk(q, "panda_hand")

@@ -19,6 +19,8 @@ from kinematics import (
     Link,
     Pose,
     UnknownNameError,
+    load_tree,
+    solve_ik,
 )
 from kinematics import _layout as kern
 from kinematics.ik import IKOptions
@@ -30,12 +32,12 @@ CHAINS = {"panda": ("panda.urdf", "panda_link8"), "ur5": ("ur5.urdf", "tool0")}
 @pytest.fixture(scope="module", params=sorted(CHAINS))
 def arm(request: pytest.FixtureRequest) -> tuple[KinematicTree, str]:
     filename, link = CHAINS[request.param]
-    return KinematicTree.load(ROBOTS / filename), link
+    return load_tree(ROBOTS / filename), link
 
 
 @pytest.fixture(scope="module")
 def panda() -> KinematicTree:
-    return KinematicTree.load(ROBOTS / "panda.urdf")
+    return load_tree(ROBOTS / "panda.urdf")
 
 
 def random_q(tree: KinematicTree, rng: np.random.Generator, margin: float = 0.0) -> np.ndarray:
@@ -53,7 +55,7 @@ def test_seeded_round_trips_reach_the_target_without_jumping(
         q_true = random_q(tree, rng)
         target = tree.fk(q_true, link)
         seed = tree.limits.clamp(q_true + rng.normal(0.0, 0.05, tree.dof))
-        result = tree.ik(target, seed, link)
+        result = solve_ik(tree, target, seed, link)
         assert result.success, result.message
         reached = tree.fk(result.q, link)
         distance, angle = reached.distance_to(target)
@@ -70,7 +72,7 @@ def test_random_seeds_converge_within_limits(arm: tuple[KinematicTree, str]) -> 
     options = IKOptions(time_budget_s=1.0)
     for _ in range(50):
         target = tree.fk(random_q(tree, rng), link)
-        result = tree.ik(target, random_q(tree, rng), link, options)
+        result = solve_ik(tree, target, random_q(tree, rng), link, options)
         assert result.success, result.message
         assert tree.limits.within(result.q)
 
@@ -81,7 +83,7 @@ def test_position_only_targets_ignore_orientation(arm: tuple[KinematicTree, str]
     q_true = random_q(tree, rng, margin=0.1)
     position = tree.fk(q_true, link).translation
     seed = tree.limits.clamp(q_true + 0.3)
-    result = tree.ik(position, seed, link)
+    result = solve_ik(tree, position, seed, link)
     assert result.success, result.message
     assert result.rotation_error == 0.0
     np.testing.assert_allclose(tree.fk(result.q, link).translation, position, atol=1e-5)
@@ -94,7 +96,7 @@ def test_jacobian_transpose_method_converges(arm: tuple[KinematicTree, str]) -> 
     target = tree.fk(q_true, link).translation
     seed = tree.limits.clamp(q_true + rng.normal(0.0, 0.05, tree.dof))
     options = IKOptions(method="transpose", max_iterations=5000, restarts=False)
-    result = tree.ik(target, seed, link, options)
+    result = solve_ik(tree, target, seed, link, options)
     assert result.success, result.message
     assert result.position_error <= 1e-5
 
@@ -109,7 +111,7 @@ def test_every_iterate_stays_within_the_limits(panda: KinematicTree) -> None:
     seed = panda.limits.clamp(q_true)
     for k in range(1, 30):
         options = IKOptions(max_iterations=k, restarts=False, null_space_gain=0.0)
-        result = panda.ik(target, seed, "panda_link8", options)
+        result = solve_ik(panda, target, seed, "panda_link8", options)
         assert panda.limits.within(result.q), (k, panda.limits.check(result.q))
     assert not result.success
 
@@ -119,7 +121,7 @@ def test_joints_that_do_not_move_the_link_keep_their_seed(panda: KinematicTree) 
     q_true = random_q(panda, rng)
     seed = panda.limits.clamp(q_true + 0.05)
     seed[panda.joint_names.index("panda_finger_joint1")] = 0.03
-    result = panda.ik(panda.fk(q_true, "panda_link8"), seed, "panda_link8")
+    result = solve_ik(panda, panda.fk(q_true, "panda_link8"), seed, "panda_link8")
     assert result.success
     assert result.q[panda.joint_names.index("panda_finger_joint1")] == 0.03
 
@@ -133,8 +135,8 @@ def test_redundant_arm_ends_at_least_as_close_to_the_seed_as_without_null_space_
         q_true = random_q(panda, rng, margin=0.15)
         target = panda.fk(q_true, "panda_link8")
         seed = panda.limits.clamp(q_true + rng.normal(0.0, 0.2, panda.dof))
-        plain = panda.ik(target, seed, "panda_link8", IKOptions(null_space_gain=0.0))
-        nearest = panda.ik(target, seed, "panda_link8")
+        plain = solve_ik(panda, target, seed, "panda_link8", IKOptions(null_space_gain=0.0))
+        nearest = solve_ik(panda, target, seed, "panda_link8")
         assert plain.success
         assert nearest.success
         d_plain = np.linalg.norm(plain.q - seed)
@@ -150,18 +152,18 @@ def test_max_joint_change_fails_rather_than_jump_to_another_branch(panda: Kinema
     q_far[0] += 0.6
     target = panda.fk(q_far, "panda_link8")
     options = IKOptions(max_joint_change=0.1)
-    result = panda.ik(target, q_seed, "panda_link8", options)
+    result = solve_ik(panda, target, q_seed, "panda_link8", options)
     assert not result.success
     assert np.max(np.abs(result.q - q_seed)) <= 0.1 + 1e-12
     assert "did not converge" in result.message
-    assert panda.ik(target, q_seed, "panda_link8").success
+    assert solve_ik(panda, target, q_seed, "panda_link8").success
 
 
 def test_unreachable_target_is_a_failure_never_a_success(arm: tuple[KinematicTree, str]) -> None:
     tree, link = arm
     seed = tree.limits.clamp(np.zeros(tree.dof))
     target = Pose([3.0, 0.0, 0.5])
-    result = tree.ik(target, seed, link, IKOptions(time_budget_s=0.005))
+    result = solve_ik(tree, target, seed, link, IKOptions(time_budget_s=0.005))
     assert not result.success
     assert result.position_error > 1.0
     assert np.all(np.isfinite(result.q))
@@ -170,14 +172,14 @@ def test_unreachable_target_is_a_failure_never_a_success(arm: tuple[KinematicTre
 
 
 def test_singular_target_is_handled_without_exceptions() -> None:
-    tree = KinematicTree.load(ROBOTS / "ur5.urdf")
+    tree = load_tree(ROBOTS / "ur5.urdf")
     stretched = np.array([0.0, -math.pi / 2, 0.0, -math.pi / 2, 0.0, 0.0])  # arm straight up
     target = tree.fk(stretched, "tool0")
-    result = tree.ik(target, stretched, "tool0")
+    result = solve_ik(tree, target, stretched, "tool0")
     assert result.success
     reach = tree.fk(stretched, "tool0")
     beyond = Pose(reach.translation + np.array([0.0, 0.0, 0.05]), reach.quaternion)
-    result = tree.ik(beyond, stretched, "tool0", IKOptions(time_budget_s=0.005))
+    result = solve_ik(tree, beyond, stretched, "tool0", IKOptions(time_budget_s=0.005))
     assert not result.success
     assert np.all(np.isfinite(result.q))
 
@@ -198,7 +200,7 @@ def test_continuous_joints_come_back_near_the_seed() -> None:
     tree = planar_continuous_arm()
     seed = np.array([6.0, 0.3])  # a continuous joint well past 2π
     target = tree.fk(np.array([6.2, 0.5]), "tool").translation
-    result = tree.ik(target, seed, "tool", IKOptions(restarts=False))
+    result = solve_ik(tree, target, seed, "tool", IKOptions(restarts=False))
     assert result.success
     assert abs(result.q[0] - seed[0]) <= math.pi
     assert result.q[0] == pytest.approx(6.2, abs=1e-4)
@@ -213,7 +215,7 @@ def test_planar_round_trip_property(q: tuple[float, float], noise: float) -> Non
     tree = planar_continuous_arm()
     target = tree.fk(np.array(q), "tool")
     seed = tree.limits.clamp(np.array(q) + noise)
-    result = tree.ik(target, seed, "tool")
+    result = solve_ik(tree, target, seed, "tool")
     assert result.success
     assert tree.fk(result.q, "tool").is_close(target, position_tol=1e-5, rotation_tol=1e-4)
 
@@ -221,13 +223,13 @@ def test_planar_round_trip_property(q: tuple[float, float], noise: float) -> Non
 def test_invalid_input_raises() -> None:
     tree = planar_continuous_arm()
     with pytest.raises(KinematicsError, match="finite"):
-        tree.ik([math.nan, 0.0, 0.0], [0.0, 0.0], "tool")
+        solve_ik(tree, [math.nan, 0.0, 0.0], [0.0, 0.0], "tool")
     with pytest.raises(KinematicsError, match="shape"):
-        tree.ik([0.5, 0.0, 0.0], [0.0, 0.0, 0.0], "tool")
+        solve_ik(tree, [0.5, 0.0, 0.0], [0.0, 0.0, 0.0], "tool")
     with pytest.raises(KinematicsError, match="finite"):
-        tree.ik([0.5, 0.0, 0.0], [math.inf, 0.0], "tool")
+        solve_ik(tree, [0.5, 0.0, 0.0], [math.inf, 0.0], "tool")
     with pytest.raises(UnknownNameError, match="'nope'"):
-        tree.ik([0.5, 0.0, 0.0], [0.0, 0.0], "nope")
+        solve_ik(tree, [0.5, 0.0, 0.0], [0.0, 0.0], "nope")
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kinematics import JointLimit, JointMotor, KinematicTree, ModelError, Pose
+from kinematics import JointLimit, JointMotor, KinematicTree, ModelError, Pose, load_tree
 from kinematics.urdf import tree_from_urdf
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
@@ -396,7 +396,7 @@ def test_file_errors_are_prefixed_with_the_path(tmp_path: Path) -> None:
     path = tmp_path / "arm.urdf"
     path.write_text(robot(BASE + joint("free", "floating", "base", "a")))
     with pytest.raises(ModelError) as excinfo:
-        KinematicTree.load(path)
+        load_tree(path)
     assert str(excinfo.value).startswith(f"{path}: joint 'free': type 'floating' is not supported")
 
 
@@ -405,4 +405,4 @@ def test_utf8_declared_encoding_loads(tmp_path: Path) -> None:
     path.write_bytes(
         ('<?xml version="1.0" encoding="utf-8"?>' + robot(links("bäse")).split("?>", 1)[1]).encode()
     )
-    assert KinematicTree.load(path).root == "bäse"
+    assert load_tree(path).root == "bäse"

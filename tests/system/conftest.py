@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from armd.config import ArmSetup, load_config
+from armd.config.load import ArmSetup, load_config
 from tests.broker import MosquittoBroker
 from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics, start_rig
 from tests.system.probe import at_rest

@@ -138,7 +138,7 @@ class ArmdProcess:
 
     @property
     def control_pid(self) -> int:
-        """The pid of the daemon's control process (`armd.control_process`), its only child."""
+        """The pid of the daemon's control process (`armd.control.process`), its only child."""
         children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text(encoding="ascii")
         (child,) = children.split()
         return int(child)

@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from armd.config import load_config
-from armd.contract import MAX_PAYLOAD_BYTES, encode
-from armd.homeassistant import discovery_messages
-from armd.model_topic import model_json
+from armd.api.contract import MAX_PAYLOAD_BYTES, encode
+from armd.api.homeassistant import discovery_messages
+from armd.api.model_topic import model_json
+from armd.config.load import load_config
 from kinematics.kinematic_json import tree_from_dict
-from tests.armd.test_config import write
+from tests.armd.config.test_config import write
 from tests.system.helpers import Rig
 from tests.system.probe import joint_positions
 from tests.system.test_broker_loss import retained
@@ -89,7 +89,7 @@ def test_home_assistant_discovery_is_retained_and_its_pose_button_moves_the_arm(
     got = dict(retained_on(rig, "homeassistant/#"))
     assert got == expected
     # Press "Go to ready" as Home Assistant does: publish the button's payload on its topic (the
-    # rendered command template; tests/armd/test_homeassistant.py renders it with Home
+    # rendered command template; tests/armd/api/test_homeassistant.py renders it with Home
     # Assistant itself).
     button = json.loads(expected["homeassistant/button/armd_ur5-sim/pose_ready/config"])
     payload = button["command_template"].replace(

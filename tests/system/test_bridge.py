@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from armd.contract import TOPICS
+from armd.api.contract import TOPICS
 from tests.broker import HOST, make_password_file, make_tls_files
 from tests.system.helpers import DIAGNOSTICS, Rig, attach_diagnostics
 from tests.system.probe import WAIT_S, MqttProbe, at_rest, joint_positions
@@ -66,7 +66,7 @@ def bridge_config(arm: str, port: int, password: str, ca_file: Path) -> str:
 
 
 def test_the_bridge_carries_every_topic_of_the_contract_its_way() -> None:
-    """bridge.conf lists the arm's topics one by one: a topic added to armd/contract.py must be
+    """bridge.conf lists the arm's topics one by one: a topic added to armd/api/contract.py must be
     added there, outputs ``out`` and inputs ``in``, at the topic's QoS."""
     bridged = {}
     for line in BRIDGE.read_text(encoding="utf-8").splitlines():

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.armd.test_calibration import calibration_doc
+from tests.armd.config.test_calibration import calibration_doc
 from tests.system.helpers import Rig
 from tests.system.probe import joint_positions
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from armd.config import ArmSetup
+from armd.config.load import ArmSetup
 from armd.logs import WRITER_THREAD
 from kinematics import Pose
 from tests.system.helpers import (
@@ -210,7 +210,7 @@ def test_the_control_loop_runs_in_a_real_time_process_of_its_own(arm: Rig) -> No
         pytest.skip("SCHED_FIFO needs root, CAP_SYS_NICE or an RLIMIT_RTPRIO here")
     control = arm.daemon.control_pid
     cmdline = Path(f"/proc/{control}/cmdline").read_bytes().split(b"\0")
-    assert b"armd.control_process" in cmdline, cmdline
+    assert b"armd.control.process" in cmdline, cmdline
     threads = scheduling_policies(control)
     # the loop's thread and any bus reader are real-time; only the log writer is not (it may
     # wait on the journal, and must never hold up a tick: armd.logs)

@@ -28,9 +28,9 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from armd.config import load_config
-from armd.messages import Rejection
-from armd.payloads import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, parse_estop, parse_goal
+from armd.api.payloads import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, parse_estop, parse_goal
+from armd.config.load import load_config
+from armd.link.messages import Rejection
 from tests.broker import MosquittoBroker
 from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import (

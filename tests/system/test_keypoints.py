@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from armd.config import ArmSetup
-from armd.goals import KEYPOINTS_TOLERANCE
+from armd.config.load import ArmSetup
+from armd.planning.goals import KEYPOINTS_TOLERANCE
 from kinematics import KinematicTree
 from tests.system.helpers import Rig
 from tests.system.probe import at_rest, joint_positions

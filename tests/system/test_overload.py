@@ -22,7 +22,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from armd.config import load_config
+from armd.config.load import load_config
 from tests.broker import MosquittoBroker
 from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import ARM, FINAL, WAIT_S, MqttProbe, at_rest, joint_positions

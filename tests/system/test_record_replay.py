@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from armd.recording import Recording, read_recording
+from armd.tools.recording import Recording, read_recording
 from tests.system.helpers import Rig, armd_command
 from tests.system.probe import WAIT_S, at_rest, joint_positions
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.armd.test_sim_device_cmd import Spawn, read_line, spawn
+from tests.armd.cli.test_sim_device_cmd import Spawn, read_line, spawn
 from tests.broker import MosquittoBroker
 from tests.system.helpers import ROOT, START_S, ArmdProcess
 from tests.system.probe import MqttProbe, joint_positions

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from armd.streaming import timeout_reason
+from armd.control.streaming import timeout_reason
 from tests.broker import MosquittoBroker
 from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import at_rest, contract_violations, joint_positions

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from armd.broker import MqttSettings
-from armd.config import load_config
-from armd.daemon import SHUTDOWN_STOP_TIMEOUT_S
+from armd.config.broker import MqttSettings
+from armd.config.load import load_config
+from armd.daemon.process import SHUTDOWN_STOP_TIMEOUT_S
 from tests.system.helpers import ROOT, UNIT, unit_seconds, unit_settings, write_config
 
 RULES = ROOT / "systemd" / "99-armd-dynamixel.rules"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from armd.config_schema import ArmConfig
+from armd.config.schema import ArmConfig
 from tests.system.helpers import ArmdProcess, Hand, Rig, armd_command, write_leader_config
 from tests.system.probe import FINAL, WAIT_S, at_rest, contract_violations, joint_positions
 

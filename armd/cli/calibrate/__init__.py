@@ -1,0 +1,3 @@
+"""`armd calibrate`: the guided calibration and `--auto`."""
+
+__all__: list[str] = []

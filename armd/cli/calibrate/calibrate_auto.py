@@ -1,0 +1,146 @@
+"""``armd calibrate --auto`` in a terminal: each joint driven into its two end stops at a low
+torque limit (`armd.tools.autocal`), the other joints holding where they are.
+
+`record_auto` refuses joints without a settable torque limit before anything opens, says what
+will move and waits for Enter, then opens and enables every driver of the config (the searched
+joints' torque limits lowered), searches each joint's end stops in turn while a refreshing line
+shows it, and disables the drives. It returns each joint's `Readings` with the **middle of its
+range as the reference** (the model's zero, as LeRobot's calibration and the SO-101 model put
+it). Ctrl-C (KeyboardInterrupt, which cancels the task) or a failure closes every driver, which
+disables it, on the way out; nothing is written by this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from contextlib import AsyncExitStack
+from typing import TextIO
+
+from armd.cli.calibrate.calibrate_session import FIRST_READ_S, MIN_SPAN, Keyboard, Readings
+from armd.config.calibration import position_units
+from armd.config.load import ArmSetup
+from armd.control.transmission import Transmission
+from armd.tools.autocal import AutoSettings, EndStopError, EndStops, limited_drivers
+from drivers import Driver
+
+__all__ = ["record_auto"]
+
+REFRESH_S = 0.1  # the live line's refresh
+
+
+async def record_auto(
+    setup: ArmSetup,
+    joints: Sequence[str],
+    settings: AutoSettings,
+    keyboard: Keyboard,
+    out: TextIO,
+) -> dict[str, Readings]:
+    """Find the end stops of `joints` (see the module docstring). Raises `AutoRefusedError`
+    before anything moves, `EndStopError` when a search fails, `Aborted` at end of input."""
+    transmissions = [setup.joints[name] for name in joints]
+    setups = limited_drivers(setup.drivers, transmissions, settings.torque)
+    torque = {t.joint: _torque_limit(setups[t.driver].params, t.device) for t in transmissions}
+    units = position_units(setup.tree)
+    _plan(out, transmissions, torque, settings, units)
+    await keyboard.line()
+    drivers = {name: s.build() for name, s in setups.items()}
+    stops: dict[str, tuple[float, float]] = {}
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(_disabled, drivers, out)
+        for driver in drivers.values():
+            await stack.enter_async_context(driver)  # open; closed (disabled) on the way out
+        search = EndStops(drivers, settings, torque, clock=asyncio.get_running_loop().time)
+        await _first_read(search, transmissions)
+        for driver in drivers.values():
+            await driver.enable()
+        for i, t in enumerate(transmissions, 1):
+            _say(out, f"\njoint {i}/{len(transmissions)}: {t.joint} ({t.driver}/{t.device})")
+            line = _Line(out)
+            low, high = await search.find(t, line.show, setup.limits[t.joint])
+            stops[t.joint] = (low, high)
+            _say(out, f"\r\x1b[K{_stops_line(t, low, high, units.get(t.joint, 'rad'))}")
+    return {
+        joint: Readings(motor_min=low, motor_max=high, motor_reference=(low + high) / 2.0)
+        for joint, (low, high) in stops.items()
+    }
+
+
+def _plan(
+    out: TextIO,
+    joints: Sequence[Transmission],
+    torque: Mapping[str, float],
+    settings: AutoSettings,
+    units: Mapping[str, str],
+) -> None:
+    _say(out, "armd calibrate --auto drives each joint into its two end stops:")
+    for t in joints:
+        unit = units.get(t.joint, "rad")
+        _say(
+            out,
+            f"  {t.joint} ({t.driver}/{t.device}): torque limit {torque[t.joint]:.2f} of stall, "
+            f"{settings.speed:g} {unit}/s, at most {settings.max_travel:g} {unit} either way",
+        )
+    _say(
+        out,
+        "The other joints hold where they are. Keep clear of the arm; Ctrl-C stops it at any "
+        "time (the drives are disabled). Press Enter to start.",
+    )
+
+
+def _torque_limit(params: object, device: str) -> float:
+    devices = getattr(params, "devices", {})
+    return float(getattr(devices[device], "torque_limit", 1.0))
+
+
+async def _first_read(search: EndStops, joints: Sequence[Transmission]) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + FIRST_READ_S
+    while True:
+        states = await search.read()
+        silent = [t for t in joints if (t.driver, t.device) not in states]
+        if not silent:
+            return
+        if loop.time() > deadline:
+            names = ", ".join(f"{t.joint} ({t.driver}/{t.device})" for t in silent)
+            raise EndStopError(f"no reading from the devices of {names} in {FIRST_READ_S:g} s")
+        await asyncio.sleep(0.05)
+
+
+async def _disabled(drivers: Mapping[str, Driver], out: TextIO) -> None:
+    """Close every driver (which disables it first); say so."""
+    for driver in drivers.values():
+        await driver.close()
+    _say(out, "\nthe drives are disabled")
+
+
+class _Line:
+    """A refreshing status line, redrawn at most every `REFRESH_S`."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.last = 0.0
+
+    def show(self, text: str) -> None:
+        now = asyncio.get_running_loop().time()
+        if now - self.last >= REFRESH_S:
+            self.last = now
+            self.out.write(f"\r\x1b[K{text} (uncalibrated)")
+            self.out.flush()
+
+
+def _stops_line(t: Transmission, low: float, high: float, unit: str) -> str:
+    a, b = sorted((t.joint_position(low), t.joint_position(high)))
+    span = b - a
+    if span < MIN_SPAN[unit]:
+        raise EndStopError(
+            f"joint {t.joint!r}: its end stops [{a:+.4f}, {b:+.4f}] {unit} are only "
+            f"{span:.4f} {unit} apart, less than the {MIN_SPAN[unit]:g} {unit} a calibrated range "
+            "needs (is it blocked, or too weak at this torque limit to move? see --auto-torque)"
+        )
+    return f"  {t.joint}: end stops at {a:+.4f} and {b:+.4f} {unit} (uncalibrated), span {span:.4f}"
+
+
+def _say(out: TextIO, text: str) -> None:
+    out.write(text + "\n")
+    out.flush()

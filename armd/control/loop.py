@@ -1,0 +1,427 @@
+"""The control loop: read → safety checks → trajectory setpoint → limits → write, at a fixed rate.
+
+One `tick` never awaits the network: it consumes what the other tasks left for it (a pending
+motion request, an e-stop or reset flag) and leaves behind what they read (statuses, the latest
+telemetry, the fault). In the daemon it runs in a process of its own (`armd.control.process`).
+Modes (`armd.link.messages.Mode`):
+
+    INACTIVE --valid read--> HOLDING <--> MOVING / STOPPING
+        any --fault--> FAULT (stop, then hold or disable), any --estop--> ESTOP; reset --> HOLDING
+
+Safety rules kept here (docs/safety.md): start inactive; enable only after a valid read; the first
+command equals the measured position; every command passes the `SetpointLimiter`; stale feedback
+and faults lead to a controlled stop; faults and e-stops latch until `reset`; a pre-empted motion
+is never resumed on its own; drive watchdogs are fed by this loop's own writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from armd.control.hardware import ArmHardware
+from armd.control.limiter import SetpointLimiter
+from armd.control.motions import Ended, Motions
+from armd.control.safety import SafetyMonitor, Verdict
+from armd.control.streaming import timeout_reason
+from armd.control.timing import Schedule
+from armd.link.messages import Fault, GoalStatus, Mode, StatusUpdate
+from armd.link.protocol import (
+    Command,
+    EngageEstop,
+    Event,
+    FaultChanged,
+    FollowPath,
+    MeasuredState,
+    ModeChanged,
+    MoveTo,
+    Ready,
+    Reset,
+    Sample,
+    Shutdown,
+    Stop,
+    StreamTarget,
+)
+from armd.motion.trajectory import MotionLimits, Setpoint
+from armd.ratelimit import RateLimiter
+from drivers import DriverError
+
+__all__ = ["ControlLoop", "LoopSettings"]
+
+log = logging.getLogger(__name__)
+Array = NDArray[np.float64]
+SHUTDOWN_STOP_TIMEOUT_S = 5.0
+BLOCKED_VELOCITY = 0.05  # rad/s (m/s): a gripper slower than this at its grip is on its object
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    period_s: float
+    joint_tolerance: float  # rad: a goal succeeds when every joint is this close to its target
+    settle_timeout_s: float
+    disable_on_fault: bool
+    auto_enable: bool = True
+    sample_every: int = 1  # ticks between routine samples (a change of state is sent at once)
+    stream_timeout_s: float | None = None  # a stream's timeout; None: streaming not enabled
+
+
+class ControlLoop:
+    """The fixed-rate loop. Construct once, then `await run(stop)` (or call `tick` in tests)."""
+
+    def __init__(
+        self,
+        joint_names: tuple[str, ...],
+        hardware: ArmHardware,
+        monitor: SafetyMonitor,
+        limits: MotionLimits,
+        settings: LoopSettings,
+        schedule: Schedule,
+        emit: Callable[[Event], None],
+    ) -> None:
+        self.joint_names = joint_names
+        self.hardware = hardware
+        self.monitor = monitor
+        self.limits = limits
+        self.settings = settings
+        self.schedule = schedule
+        self._emit = emit
+        self.limiter = SetpointLimiter(
+            monitor.lower, monitor.upper, limits.velocity, limits.acceleration, settings.period_s
+        )
+        self.mode = Mode.INACTIVE
+        self.tick_count = 0
+        self.measured: MeasuredState | None = None
+        self.commanded: Setpoint | None = None
+        self.fault: Fault | None = None
+        self.healthy = False
+        self.ready = False  # every joint was read once
+        self.shutting_down = False
+        self.motions = Motions(
+            joint_names,
+            limits,
+            settings.period_s,
+            settings.joint_tolerance,
+            settings.settle_timeout_s,
+            self._status,
+            settings.stream_timeout_s,
+        )
+        self._enabled = False
+        self._estop_request = False
+        self._reset_request = False
+        self._hold_reason: str | None = None
+        self._disable_pending = False
+        self._errors = RateLimiter(burst=3, interval_s=60.0)
+        self._sampled: tuple[object, ...] = ()  # the state the last `Sample` carried
+
+    # -- commands (applied at the next tick boundary) ---------------------------------------------
+
+    def handle(self, command: Command) -> None:
+        """Take a command (`armd.link.protocol`); it acts at the next tick."""
+        if isinstance(command, MoveTo | FollowPath | Stop | StreamTarget):
+            self.motions.take(command)
+            if self._enabled and self.commanded is not None:
+                self.motions.prepare(self.commanded, (self.limiter.lower, self.limiter.upper))
+        elif isinstance(command, EngageEstop):
+            self._estop_request = True
+        elif isinstance(command, Reset):
+            self._reset_request = True
+        elif isinstance(command, Shutdown):
+            self.shutting_down = True
+            self.handle(Stop(None, "daemon stopping"))
+        else:
+            raise TypeError(f"not a command: {command!r}")
+
+    @property
+    def moving(self) -> bool:
+        """True while a motion or a stop is under way (the commanded state is changing)."""
+        return self.motions.moving
+
+    @property
+    def busy(self) -> bool:
+        """Moving, or a command waits for the next tick."""
+        return self.motions.busy
+
+    @property
+    def taken(self) -> int:
+        """Motion commands (moves and stops; not stream targets) taken in."""
+        return self.motions.taken
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        after_tick: Callable[[], None] = lambda: None,
+        until: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """Tick on the schedule until a `Shutdown` has brought the arm to rest (or
+        `SHUTDOWN_STOP_TIMEOUT_S` passed), or `until()`; `after_tick` runs after every tick (the
+        control process feeds the systemd watchdog from there, so only a ticking loop feeds it)."""
+        deadline = float("inf")
+        while not until():
+            if self.shutting_down:
+                if not self.busy or time.monotonic() > deadline:
+                    return
+                deadline = min(deadline, time.monotonic() + SHUTDOWN_STOP_TIMEOUT_S)
+            await self.schedule.wait()
+            try:
+                await self.tick()
+            except Exception as exc:  # the task boundary: a bug becomes a latched fault
+                self._tick_failed(exc)
+            self.schedule.advance()
+            after_tick()
+
+    def _tick_failed(self, exc: Exception) -> None:
+        """A tick raised (a bug, never the input: requests are checked): latch a fault, which
+        stops the arm, or hold the last command if even that fails."""
+        if self._errors.allow(type(exc).__name__) is not None:
+            log.exception("control tick %d failed", self.tick_count)
+        if self.fault is not None:
+            return
+        try:
+            self._latch(
+                Fault("internal_error", f"control tick failed: {type(exc).__name__}: {exc}")
+            )
+        except Exception:
+            log.exception("latching the internal error failed: holding the last command")
+            self.motions.active = None
+            if self.commanded is not None and np.all(np.isfinite(self.commanded.position)):
+                self.commanded = Setpoint.at_rest(self.commanded.position)
+            else:
+                self._disable_pending = True
+
+    async def tick(self) -> None:
+        now = self.schedule.clock()
+        self.tick_count += 1
+        measured = await self._read()
+        if measured is None:
+            return
+        if self.mode == Mode.INACTIVE and not self._estop_request:
+            await self._try_enable(measured, now)
+        else:
+            self._supervise(measured, now)
+        if self._reset_request:
+            await self._reset(measured, now)
+        self._apply_requests()
+        if self._enabled and self.commanded is not None:
+            await self._command()
+            self._track_goal(measured)
+        if self._disable_pending:
+            await self._disable()
+        if not self.ready and measured.complete():
+            self.ready = True
+            self._emit(Ready(len(self.hardware.drivers)))
+        key = (self.mode, self.taken, self.busy, self.moving, self.fault, self.schedule.missed)
+        if key != self._sampled or self.tick_count % self.settings.sample_every == 0:
+            self._sampled = key
+            self._emit(self._sample(measured, now))
+
+    async def _read(self) -> MeasuredState | None:
+        try:
+            self.measured = await self.hardware.read()
+        except DriverError as exc:
+            # Keep the previous reading: its timestamps age, and staleness decides.
+            log.debug("read failed: %s", exc)
+        return self.measured
+
+    async def _try_enable(self, measured: MeasuredState, now: float) -> None:
+        """Enable once every joint has fresh, fault-free feedback inside its limits; the first
+        command is the measured position."""
+        check = self.monitor.check(measured, now)
+        if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
+            self._latch(check.fault)  # e.g. found outside the limits: visible, and needs a reset
+        if self.fault is not None or not measured.complete() or check.verdict is not Verdict.OK:
+            self.healthy = False
+            return
+        if not self.settings.auto_enable:
+            return
+        try:
+            await self.hardware.enable()
+        except DriverError as exc:
+            self._latch(Fault("enable_failed", f"enabling the drives failed: {exc}"))
+            return
+        self._enabled = True
+        self._start_from_measured(measured)
+
+    def _start_from_measured(self, measured: MeasuredState) -> None:
+        self.limiter.reset(measured.position)
+        self.commanded = Setpoint.at_rest(measured.position)
+        self.motions.active = None
+        self._set_mode(Mode.HOLDING)
+        self.healthy = True
+
+    def _supervise(self, measured: MeasuredState, now: float) -> None:
+        """Safety checks, latched states and the e-stop / reset requests."""
+        commanded = self.commanded
+        check = self.monitor.check(
+            measured,
+            now,
+            None if commanded is None else commanded.position,
+            None if commanded is None else commanded.velocity,
+        )
+        if self._estop_request:
+            self._estop_request = False
+            self._stop_everything(Mode.ESTOP, "e-stop engaged")
+        if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
+            if check.fault.code == "stall" and commanded is not None:
+                joint = self.joint_names.index(check.fault.joint or "")
+                self._relieve(joint, measured.position[joint])
+            self._latch(check.fault)
+        elif check.verdict is Verdict.HOLD and self.mode in (Mode.MOVING, Mode.HOLDING):
+            if self._hold_reason is None:
+                log.warning("stale feedback, holding: %s", check.reason)
+            self._hold_reason = check.reason
+            if self.mode == Mode.MOVING:
+                self._stop_motion(f"stale feedback: {check.reason}")
+        elif check.verdict is Verdict.OK:
+            self._hold_reason = None  # the outage is over: the next one is logged again
+        self.healthy = self.fault is None and check.verdict is Verdict.OK
+
+    def _relieve(self, joint: int, position_now: float) -> None:
+        """A joint that cannot move (stalled, or a gripper on its object) is commanded at rest at
+        `position_now`, so that it stops pushing further; the other joints keep their commanded
+        state for the stop that follows."""
+        assert self.commanded is not None
+        position, velocity = self.limiter.relieve(joint, position_now)
+        acceleration = self.commanded.acceleration.copy()
+        acceleration[joint] = 0.0
+        self.commanded = Setpoint(position, velocity, acceleration)
+
+    def _latch(self, fault: Fault) -> None:
+        log.error("fault %s: %s", fault.code, fault.message)
+        self.fault = fault
+        self._emit(FaultChanged(fault))
+        self._stop_everything(Mode.FAULT, f"fault: {fault.message}")
+
+    def _stop_everything(self, mode: Mode, reason: str) -> None:
+        if self.mode in (Mode.FAULT, Mode.ESTOP) and mode == Mode.ESTOP:
+            return
+        self.motions.drop_pending(reason)
+        if self._enabled and self.commanded is not None:
+            self._stop_motion(reason)
+        self._set_mode(mode)
+
+    async def _reset(self, measured: MeasuredState, now: float) -> None:
+        """Clear a latched fault or e-stop once its cause is gone. Device faults are cleared on the
+        drives (which needs them disabled); the loop then re-enables from the measured position."""
+        if self.moving:
+            return  # still stopping: the reset waits until the arm is at rest
+        self._reset_request = False
+        if self.mode not in (Mode.FAULT, Mode.ESTOP):
+            return
+        if self.hardware.failed:
+            log.warning(
+                "reset refused: drivers %s not reconnected yet", sorted(self.hardware.failed)
+            )
+            return
+        device_fault = self.fault is not None and self.fault.code == "device_fault"
+        if device_fault or measured.faults or (self._enabled and not self.hardware.enabled):
+            # Latched drive faults are cleared on the drives, which needs them disabled; a driver
+            # that was reconnected comes back disabled: both restart through INACTIVE. A drive
+            # may report a fault behind another one (its watchdog expired while its replies were
+            # lost): cleared too, or no reset could ever succeed.
+            await self._disable()
+            try:
+                await self.hardware.clear_faults()
+            except DriverError as exc:
+                log.warning("reset refused: clearing the device faults failed: %s", exc)
+                return
+            measured = await self.hardware.read()
+        if self.fault is not None and self.fault.code == "limit_exceeded" and measured.complete():
+            self.monitor.accept_excursion(measured.position)
+        if self.monitor.check(measured, now).verdict is Verdict.FAULT or not measured.complete():
+            log.warning("reset refused: the fault is still active")
+            return
+        log.info("reset: %s cleared", self.fault.code if self.fault else "e-stop")
+        self.fault = None
+        self._emit(FaultChanged(None))
+        if self._enabled:
+            self._start_from_measured(measured)
+        else:
+            self._set_mode(Mode.INACTIVE)
+
+    # -- motions ----------------------------------------------------------------------------------
+
+    def _stop_motion(self, reason: str, outcome: GoalStatus = GoalStatus.ABORTED) -> None:
+        """Controlled stop from the commanded state; the active goal ends as `outcome`."""
+        assert self.commanded is not None
+        self.motions.stop(self.commanded, self.tick_count, reason, outcome)
+        if self.mode == Mode.MOVING:
+            self._set_mode(Mode.STOPPING)
+
+    def _apply_requests(self) -> None:
+        if self.motions.pending is None:
+            if self.motions.quiet(self.tick_count):
+                assert self.settings.stream_timeout_s is not None
+                self._stop_motion(timeout_reason(self.settings.stream_timeout_s))
+            return
+        commanded = self.commanded if self._enabled else None
+        bounds = (self.limiter.lower, self.limiter.upper)
+        mode = self.motions.apply(commanded, self.tick_count, self.mode, bounds)
+        if mode is not None:
+            self._set_mode(mode)
+
+    async def _command(self) -> None:
+        assert self.commanded is not None
+        wanted = self.motions.setpoint(self.commanded, self.tick_count)
+        position, velocity = self.limiter.apply(wanted.position, wanted.velocity)
+        acceleration = (velocity - self.commanded.velocity) / self.settings.period_s
+        self.commanded = Setpoint(position, velocity, acceleration)
+        self.motions.log_first_commands(self.tick_count)
+        try:
+            await self.hardware.write(position, velocity)
+        except DriverError as exc:
+            if self.fault is None:
+                self._latch(Fault("driver_lost", f"writing commands failed: {exc}"))
+
+    def _track_goal(self, measured: MeasuredState) -> None:
+        assert self.commanded is not None
+        ended = self.motions.track(measured, self.tick_count, self.commanded)
+        if ended is Ended.HELD:
+            assert self.motions.grip is not None
+            joint = self.motions.grip.joint
+            if abs(measured.velocity[joint]) < BLOCKED_VELOCITY:  # on its object: stay there
+                self._relieve(joint, self.commanded.position[joint])
+            self._stop_motion(self.motions.held_reason(measured), GoalStatus.SUCCEEDED)
+        elif ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
+            self._disable_pending = self.settings.disable_on_fault and self._enabled
+        elif ended is not None:
+            self._set_mode(Mode.HOLDING)
+
+    async def _disable(self) -> None:
+        """Drives off after a fault stop (config `on_fault: disable`); a reset re-enables them
+        from the measured position."""
+        self._disable_pending = False
+        self._enabled = False
+        self.commanded = None
+        try:
+            await self.hardware.disable()
+        except DriverError as exc:
+            log.error("disabling the drives failed: %s", exc)
+
+    # -- outputs ----------------------------------------------------------------------------------
+
+    def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
+        self._emit(StatusUpdate(goal_id, status, reason))
+
+    def _set_mode(self, mode: Mode) -> None:
+        if mode != self.mode:
+            self.mode = mode
+            self._emit(ModeChanged(mode))
+
+    def _sample(self, measured: MeasuredState, now: float) -> Sample:
+        return Sample(
+            self.tick_count,
+            now,
+            self.mode,
+            self.taken,
+            self.busy,
+            self.moving,
+            self.schedule.missed,
+            self.fault,
+            Sample.rows(measured, self.commanded),
+        )

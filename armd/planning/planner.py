@@ -1,0 +1,338 @@
+"""Planning a goal into the loop's motion command, from the loop's latest sample: a joints or
+gripper goal needs only a limit check; a pose goal is IK seeded from the *measured* state (limit
+and reachability checks, the "no branch jump" rule), a linear goal a straight tool line checked
+point by point and time-scaled; a keypoints goal is mapped (`kinematics.mapping`) from the
+measured state and refused when a segment stays more than `KEYPOINTS_TOLERANCE` off its target
+direction; a trajectory goal's points are checked against the limits and time-scaled within them
+(`armd.motion.timed_trajectory`). Every refusal is a `Rejected` whose message is the goal's reason.
+No
+I/O, no state between goals: `armd.planning.goals` runs it (pose, keypoints and trajectory goals in
+a
+worker thread).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from armd.link.messages import (
+    MAX_MOTION_DURATION_S,
+    GripperGoal,
+    JointsGoal,
+    KeypointsGoal,
+    NamedGoal,
+    PoseGoal,
+    TrajectoryGoal,
+)
+from armd.link.protocol import FollowPath, Grip, Move, MoveTo, Sample
+from armd.motion.timed_trajectory import plan_trajectory
+from armd.motion.trajectory import MotionLimits, PlanningError, plan_path
+from kinematics import KinematicsError, KinematicTree, Pose, solve_ik
+from kinematics.ik import IKOptions
+from kinematics.mapping import MappingOptions, map_chain
+from kinematics.quaternion import quat_conj, quat_mul, quat_to_axis_angle
+
+__all__ = [
+    "KEYPOINTS_TOLERANCE",
+    "MAX_PATH_SAMPLES",
+    "Gripper",
+    "PlanSettings",
+    "Planned",
+    "Planner",
+    "Rejected",
+]
+
+Array = NDArray[np.float64]
+Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | TrajectoryGoal
+PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
+MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm step
+# rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
+# skeleton's shape rarely fits our joint axes exactly (our elbow bends in one plane); beyond
+# this the arm's shape would visibly differ from the target's, and the goal is refused.
+KEYPOINTS_TOLERANCE = 0.05
+_KEYPOINTS_OPTIONS = MappingOptions(tolerance=KEYPOINTS_TOLERANCE)
+
+
+@dataclass(frozen=True, slots=True)
+class Gripper:
+    """The gripper joint (`GripperGoal`): its positions open and closed, the device effort of a
+    full grip, and the default grip (0..1)."""
+
+    joint: str
+    open: float
+    closed: float
+    max_effort: float
+    effort: float
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSettings:
+    ik: IKOptions  # tolerances, time budget; max_joint_change = the "no branch jump" bound
+    linear_step: float  # m between IK samples of a linear path (and its angular counterpart)
+    angular_step: float  # rad
+    max_linear_speed: float  # m/s
+    max_angular_speed: float  # rad/s
+    pose_tolerance: tuple[float, float]  # m, rad: success check on the measured pose
+    fixed_joints: frozenset[str] = frozenset()
+    stop_wait_s: float = 10.0  # how long a linear goal waits for the arm to come to rest
+    joint_tolerance: float = 0.005  # rad: the loop's success tolerance for joint targets
+    poll_s: float = 0.004  # s: how often a linear goal looks whether the arm is at rest
+    gripper: Gripper | None = None
+    poses: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # the config's, checked
+
+
+class Rejected(Exception):  # noqa: N818 (an outcome carried through the planner, not an error)
+    """Planning refused the goal; the message is the reason sent with the status."""
+
+
+class Planner:
+    """Plans goals for one arm (its model, tool link and motion limits)."""
+
+    def __init__(
+        self, tree: KinematicTree, tool_link: str, limits: MotionLimits, settings: PlanSettings
+    ) -> None:
+        self.tree = tree
+        self.tool_link = tool_link
+        self.limits = limits
+        self.settings = settings
+
+    def plan(self, goal: Planned, sample: Sample) -> Move:
+        """The loop command for `goal` from the loop's `sample`, or `Rejected`."""
+        try:
+            if isinstance(goal, JointsGoal | NamedGoal):
+                joints = goal if isinstance(goal, JointsGoal) else self._named(goal)
+                return self._plan_joints(joints, sample)
+            if isinstance(goal, GripperGoal):
+                return self._plan_gripper(goal, sample)
+            if isinstance(goal, KeypointsGoal):
+                return self._plan_keypoints(goal, sample)
+            if isinstance(goal, TrajectoryGoal):
+                return self._plan_trajectory(goal, sample)
+            if goal.motion == "linear":
+                return self._plan_linear(goal, sample)
+            return self._plan_pose(goal, sample)
+        except KinematicsError as exc:  # e.g. a target that is not finite (goals built in code)
+            raise Rejected(f"target: {exc}") from None
+
+    def _plan_joints(self, goal: JointsGoal, sample: Sample) -> Move:
+        fixed = sorted(set(goal.positions) & self.settings.fixed_joints)
+        if fixed:
+            raise Rejected(f"positions: joints {fixed} are fixed by the configuration")
+        commanded = sample.commanded_position
+        assert commanded is not None
+        target = self.tree.q_from_mapping(dict(goal.positions), commanded)
+        violations = self.tree.limits.check(target)
+        if violations:
+            raise Rejected("; ".join(str(v) for v in violations))
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+
+    def _named(self, goal: NamedGoal) -> JointsGoal:
+        poses = self.settings.poses
+        if goal.name not in poses:
+            known = ", ".join(repr(name) for name in poses) or "none (config: poses)"
+            raise Rejected(f"name: {goal.name!r} is not a named pose of this arm; poses: {known}")
+        return JointsGoal(goal.goal_id, poses[goal.name], goal.speed)
+
+    def _plan_gripper(self, goal: GripperGoal, sample: Sample) -> Move:
+        """The gripper joint to its opening; the other joints keep their commanded position.
+        Closing stops where the grip reaches the goal's effort."""
+        gripper = self.settings.gripper
+        if gripper is None:
+            raise Rejected("type: 'gripper': this arm has no gripper (config: gripper)")
+        if not 0.0 <= goal.opening <= 1.0:  # `armd.api.payloads` checks it; goals built in code too
+            raise Rejected(f"position: {goal.opening!r} must be in [0, 1]")
+        effort = gripper.effort if goal.effort is None else goal.effort
+        if not 0.0 <= effort <= 1.0:
+            raise Rejected(f"effort: {effort!r} must be in [0, 1]")
+        commanded = sample.commanded_position
+        assert commanded is not None
+        joint = self.tree.joint_names.index(gripper.joint)
+        target = commanded.copy()
+        target[joint] = gripper.closed + goal.opening * (gripper.open - gripper.closed)
+        closing = abs(target[joint] - gripper.closed) < abs(commanded[joint] - gripper.closed)
+        grip = Grip(joint, effort * gripper.max_effort) if closing else None
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), grip=grip)
+
+    def _plan_keypoints(self, goal: KeypointsGoal, sample: Sample) -> Move:
+        """Map the shape from the measured state; the joints it does not decide (and the fixed
+        ones) keep their commanded position, like a joints goal's unnamed joints."""
+        measured, commanded = sample.measured_position, sample.commanded_position
+        assert measured is not None
+        assert commanded is not None
+        try:
+            result = map_chain(
+                self.tree,
+                goal.links,
+                np.array(goal.points),
+                measured,
+                options=_KEYPOINTS_OPTIONS,
+                hold=self.settings.fixed_joints,
+            )
+        except KinematicsError as exc:
+            raise Rejected(f"points: {exc}") from None
+        if not result.success:
+            raise Rejected(f"points: shape not reachable within the joint limits: {result.message}")
+        target = np.where(result.determined, result.q, commanded)
+        violations = self.tree.limits.check(target)
+        if violations:
+            raise Rejected("; ".join(str(v) for v in violations))
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+
+    def _plan_trajectory(self, goal: TrajectoryGoal, sample: Sample) -> Move:
+        """Every point within the limits, then the curve through them time-scaled within the
+        motion limits; the joints it does not name keep their commanded position."""
+        fixed = sorted(set(goal.joints) & self.settings.fixed_joints)
+        if fixed:
+            raise Rejected(f"joints: {fixed} are fixed by the configuration")
+        commanded = sample.commanded_position
+        assert commanded is not None
+        names = self.tree.joint_names
+        columns = [names.index(joint) for joint in goal.joints]  # `armd.api.payloads` checked them
+        shapes = {len(row) for row in (*goal.positions, *(goal.velocities or ()))}
+        if shapes != {len(columns)} or len(goal.positions) != len(goal.times):
+            raise Rejected("points: one position (and velocity) per joint for every point")
+        positions = np.tile(commanded, (len(goal.times), 1))
+        positions[:, columns] = goal.positions
+        velocities = None
+        if goal.velocities is not None:
+            velocities = np.zeros_like(positions)
+            velocities[:, columns] = goal.velocities
+        lower, upper = self.tree.limits.lower, self.tree.limits.upper
+        outside = (positions < lower) | (positions > upper)
+        if np.any(outside):
+            i, q = (int(k) for k in np.argwhere(outside)[0])
+            raise Rejected(
+                f"points[{i}].positions[{columns.index(q)}]: {names[q]} {positions[i, q]:.6g} "
+                f"outside its limits [{lower[q]:.6g}, {upper[q]:.6g}]"
+            )
+        try:
+            plan = plan_trajectory(
+                np.array(goal.times), positions, velocities, self.limits, goal.speed,
+                (lower, upper), tuple(names),
+            )  # fmt: skip
+        except PlanningError as exc:
+            raise Rejected(str(exc)) from None
+        duration = plan.trajectory.duration
+        if not duration <= MAX_MOTION_DURATION_S:
+            raise Rejected(
+                f"points: the trajectory would take {duration:.6g} s at this speed within the "
+                f"limits (at most {MAX_MOTION_DURATION_S:g} s)"
+            )
+        return FollowPath(goal.goal_id, plan.trajectory, note=plan.note())
+
+    def _target(self, goal: PoseGoal) -> tuple[str, Pose | Array]:
+        link = goal.link or self.tool_link
+        if goal.orientation is None:
+            return link, np.array(goal.position)
+        return link, Pose(goal.position, goal.orientation)
+
+    def _plan_pose(self, goal: PoseGoal, sample: Sample) -> Move:
+        link, target = self._target(goal)
+        seed = sample.measured_position
+        assert seed is not None
+        result = solve_ik(self.tree, target, seed, link, self.settings.ik)
+        if not result.success:
+            raise Rejected(self._why_unreachable(target, seed, link, result.message))
+        q = np.array(result.q)
+        return MoveTo(
+            goal.goal_id,
+            q,
+            self.limits.scaled(goal.speed),
+            self._pose_tolerance(q, link, isinstance(target, Pose)),
+        )
+
+    def _pose_tolerance(self, q: Array, link: str, oriented: bool) -> Array:
+        """Joint tolerances (rad, the same for every joint) within which the link is within the
+        pose tolerance of where it is at q, to first order: an error e per joint moves the link
+        by at most e Σ‖J_i‖ (linear rows for the position, angular rows for the orientation)."""
+        jacobian = self.tree.jacobian(q, link)
+        position, rotation = self.settings.pose_tolerance
+        bound = min(self.settings.joint_tolerance, position / _column_sum(jacobian[:3]))
+        if oriented:
+            bound = min(bound, rotation / _column_sum(jacobian[3:]))
+        return np.full(self.tree.dof, bound)
+
+    def _why_unreachable(self, target: Pose | Array, seed: Array, link: str, message: str) -> str:
+        """Tell 'out of reach' from 'reachable only by jumping to another branch'."""
+        bound = self.settings.ik.max_joint_change
+        if bound is not None:
+            anywhere = solve_ik(self.tree, target, seed, link, _without_box(self.settings.ik))
+            if anywhere.success:
+                worst = float(np.max(np.abs(np.asarray(anywhere.q) - seed)))
+                return (
+                    f"target reachable only by moving a joint {worst:.2f} rad from its current "
+                    f"position (limit {bound:g} rad: no branch jumps); move closer first"
+                )
+        return f"target unreachable within the joint limits: IK {message}"
+
+    def _plan_linear(self, goal: PoseGoal, sample: Sample) -> Move:
+        link, target = self._target(goal)
+        start_q = sample.commanded_position
+        assert start_q is not None
+        start = self.tree.fk(start_q, link)
+        goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
+        end = solve_ik(self.tree, goal_pose, start_q, link, _without_box(self.settings.ik))
+        if not end.success:  # checked first: a far target must not cost thousands of IK samples
+            raise Rejected(f"target unreachable within the joint limits: IK {end.message}")
+        distance, angle = start.distance_to(goal_pose)
+        steps = max(
+            1,
+            math.ceil(distance / self.settings.linear_step),
+            math.ceil(angle / self.settings.angular_step),
+        )
+        if steps > MAX_PATH_SAMPLES:
+            raise Rejected(
+                f"linear path of {distance:.3f} m needs {steps} samples (at most "
+                f"{MAX_PATH_SAMPLES}; motion.linear_step is {self.settings.linear_step:g} m)"
+            )
+        waypoints = [start_q]
+        step_options = _continuity_options(self.settings.ik)
+        for i in range(1, steps + 1):
+            pose = _interpolate(start, goal_pose, i / steps)
+            result = solve_ik(self.tree, pose, waypoints[-1], link, step_options)
+            if not result.success:
+                where = ", ".join(f"{v:.3f}" for v in pose.translation)
+                raise Rejected(
+                    f"linear path infeasible at {100 * i / steps:.0f} % (position [{where}]): "
+                    f"{result.message}"
+                )
+            waypoints.append(np.array(result.q))
+        rate = min(
+            self.settings.max_linear_speed / max(distance, 1e-9),
+            self.settings.max_angular_speed / max(angle, 1e-9),
+        )
+        try:
+            path = plan_path(np.array(waypoints), self.limits.scaled(goal.speed), rate * goal.speed)
+        except PlanningError as exc:
+            raise Rejected(f"linear path: {exc}") from None
+        return FollowPath(goal.goal_id, path, self._pose_tolerance(waypoints[-1], link, True))
+
+
+def _column_sum(rows: Array) -> float:
+    """Σ over the columns of their norms (a floor keeps a zero Jacobian from dividing by 0)."""
+    return max(float(np.sum(np.linalg.norm(rows, axis=0))), 1e-9)
+
+
+def _without_box(options: IKOptions) -> IKOptions:
+    return replace(options, max_joint_change=None)
+
+
+def _continuity_options(options: IKOptions) -> IKOptions:
+    """Each path sample is solved from the previous one, without restarts and within a small box:
+    a jump between neighbouring samples would leave the straight line."""
+    return replace(options, restarts=False, max_joint_change=PATH_STEP_MAX_JOINT_CHANGE)
+
+
+def _interpolate(start: Pose, end: Pose, s: float) -> Pose:
+    """Straight-line position and slerp orientation at s ∈ [0, 1]."""
+    position = start.translation + s * (end.translation - start.translation)
+    delta = quat_mul(quat_conj(start.quaternion), end.quaternion)
+    axis, angle = quat_to_axis_angle(delta)
+    half = 0.5 * s * float(angle)
+    partial = np.concatenate(([math.cos(half)], math.sin(half) * axis))
+    return Pose(position, quat_mul(start.quaternion, partial))

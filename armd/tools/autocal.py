@@ -1,0 +1,298 @@
+"""``armd calibrate --auto``: find a joint's two end stops by driving it slowly into each, at a low
+torque limit, with the other joints holding where they are (docs/calibration.md).
+
+- `limited_drivers`: the drivers' setups with the calibrated joints' torque limits lowered to
+  the `AutoSettings.torque` (never raised); a joint whose device has no torque limit armd can
+  set is refused (`AutoRefusedError`, naming it). Today: `feetech` servos with a Torque_Limit
+  item, and the `sim` driver's devices (their `torque_limit` clamps the effort they apply).
+- `EndStops.find`: for one joint, from its measured position, a ramp at `speed` (accelerating at
+  `acceleration`) in the joint's positive direction until it stops following, a short back-off,
+  the same in the negative direction, then back to where it started. It never commands the motor
+  more than `max_travel` from that start. The stop is detected when, for `dwell_s`, the joint is
+  (nearly) still while its device pushes at the torque limit or lags the command by `STALL_LAG`
+  or more; the end stop is then the measured position.
+
+Positions here are at the motor (motor units, what the drivers speak); `speed`, `acceleration`,
+`max_travel` and `backoff` are given in joint units and converted through the transmission.
+Failures (no stop within the travel, the time-out, a device fault) raise `EndStopError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from pydantic import BaseModel, ValidationError
+
+from armd.control.transmission import Transmission
+from armd.control.wiring import DriverSetup
+from armd.errors import ArmdError
+from drivers import Clock, DeviceCommand, DeviceState, Driver
+from kinematics import JointLimit
+
+__all__ = [
+    "SETTLED",
+    "STALL_LAG",
+    "TORQUE_LIMITED",
+    "AutoRefusedError",
+    "AutoSettings",
+    "EndStopError",
+    "EndStops",
+    "limited_drivers",
+]
+
+TORQUE_LIMITED = ("feetech", "sim")
+"""The driver types whose devices have a torque limit (`torque_limit`, a fraction of the stall
+torque that the device clamps its effort to) that armd sets when it enables them."""
+STALL_LAG = 0.1
+"""rad (m) at the motor: a command lead the joint does not close while still is a stall."""
+SETTLED = STALL_LAG / 4  # rad (m) at the motor: a move has arrived
+EFFORT_AT_LIMIT = 0.9  # of the torque limit: the device pushes as hard as it may
+STILL = 0.25  # of the ramp's speed: slower than this, the joint is not following
+READ_TIMEOUT_S = 1.0
+STALE_S = 0.25  # a reading older than this is no evidence of where the joint is now
+
+
+class AutoRefusedError(ArmdError):
+    """The automatic calibration cannot be done safely on these joints (nothing moved)."""
+
+
+class EndStopError(ArmdError):
+    """The search for a joint's end stops failed; the drives are disabled, nothing is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class AutoSettings:
+    """torque: the torque limit during the search, a fraction of the stall torque (0, 1].
+    speed: joint units/s; acceleration: joint units/s²; max_travel, backoff: joint units.
+    timeout_s: the most one joint's search (both stops and the way back) may take.
+    period_s: the command period; dwell_s: how long a stall must last to be an end stop."""
+
+    torque: float = 0.2
+    speed: float = 0.2
+    acceleration: float = 1.0
+    max_travel: float = 2.0 * math.pi
+    backoff: float = 0.05
+    timeout_s: float = 90.0
+    period_s: float = 0.02
+    dwell_s: float = 0.3
+
+
+def limited_drivers(
+    drivers: Mapping[str, DriverSetup],
+    joints: Sequence[Transmission],
+    torque: float,
+) -> dict[str, DriverSetup]:
+    """`drivers` with the devices of `joints` limited to `torque` (or their configured torque
+    limit, if lower). Raises `AutoRefusedError` naming every joint whose device has no settable
+    torque limit."""
+    refused: list[str] = []
+    out = dict(drivers)
+    for t in joints:
+        setup = out[t.driver]
+        devices = getattr(setup.params, "devices", None)
+        device = devices.get(t.device) if isinstance(devices, Mapping) else None
+        configured = getattr(device, "torque_limit", None)
+        where = f"joint {t.joint!r} ({t.driver}/{t.device}, driver type {setup.type_name})"
+        settable = isinstance(device, BaseModel) and isinstance(configured, float)
+        if setup.type_name not in TORQUE_LIMITED or not settable or devices is None:
+            refused.append(f"{where} has no torque limit armd can set")
+            continue
+        assert isinstance(device, BaseModel)
+        assert isinstance(configured, float)
+        try:
+            limited = type(device).model_validate(
+                {**device.model_dump(), "torque_limit": min(configured, torque)}
+            )
+        except ValidationError as exc:
+            reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            refused.append(f"{where}: {reason}")
+            continue
+        params = setup.params.model_copy(update={"devices": {**devices, t.device: limited}})
+        out[t.driver] = replace(setup, params=params)
+    if refused:
+        raise AutoRefusedError(
+            "calibrate --auto: refused: "
+            + "; ".join(refused)
+            + f" (--auto drives a joint into its end stops, safe only at a low torque limit: "
+            f"{', '.join(TORQUE_LIMITED)} devices have one). Calibrate it by hand (without --auto)"
+        )
+    return out
+
+
+Sleep = Callable[[float], Awaitable[None]]
+Report = Callable[[str], None]
+
+
+@dataclass
+class _Ramp:
+    """A command moving from `position` toward `direction` (±1) at up to `speed`."""
+
+    position: float
+    direction: float
+    speed: float
+    acceleration: float
+    velocity: float = 0.0
+
+    def step(self, dt: float, bound: float) -> float:
+        """Advance by `dt` s, braking in time to stop at `bound` (motor units), never beyond it;
+        the new command."""
+        left = max(0.0, (bound - self.position) * self.direction)
+        braking = math.sqrt(2.0 * self.acceleration * left)
+        self.velocity = min(self.speed, self.velocity + self.acceleration * dt, braking)
+        ahead = self.position + self.direction * self.velocity * dt
+        self.position = min(ahead, bound) if self.direction > 0 else max(ahead, bound)
+        if self.position == bound:
+            self.velocity = 0.0
+        return self.position
+
+
+class EndStops:
+    """The opened and enabled drivers, driven together: the joint under search follows a ramp,
+    every other device holds where it was when the search began."""
+
+    def __init__(
+        self,
+        drivers: Mapping[str, Driver],
+        settings: AutoSettings,
+        torque: Mapping[str, float],
+        *,
+        clock: Clock,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        """`torque`: each searched joint's torque limit (its device's, lowered)."""
+        self.drivers = drivers
+        self.settings = settings
+        self.current = settings  # the joint's under search: capped by its limits
+        self.torque = torque
+        self.clock = clock
+        self.sleep = sleep
+        self.hold: dict[tuple[str, str], float] = {}
+
+    async def read(self) -> dict[tuple[str, str], DeviceState]:
+        """Every device's latest state, by (driver, device)."""
+        states = {}
+        for name, driver in self.drivers.items():
+            async with asyncio.timeout(READ_TIMEOUT_S):  # not wait_for: it can lose a Ctrl-C
+                read = await driver.read()
+            states.update({(name, device): state for device, state in read.items()})
+        return states
+
+    async def find(
+        self, t: Transmission, report: Report, limit: JointLimit | None = None
+    ) -> tuple[float, float]:
+        """Joint `t`'s end stops (motor units, sorted); the joint ends where it started. The
+        speed and acceleration stay within `limit`'s. Raises `EndStopError`."""
+        s = self.settings
+        if limit is not None:
+            s = replace(
+                s,
+                speed=min(s.speed, limit.velocity),
+                acceleration=min(s.acceleration, limit.acceleration),
+            )
+        self.current = s
+        key = (t.driver, t.device)
+        self.hold = {k: state.position for k, state in (await self.read()).items()}
+        start = self.hold[key]
+        deadline = self.clock() + s.timeout_s
+        scale = abs(t.scale)
+        travel = s.max_travel * scale
+        stops = []
+        for joint_direction in (1.0, -1.0):
+            direction = joint_direction * t.sign
+            bound = start + direction * travel
+            stop = await self._search(t, direction, bound, deadline, report)
+            stops.append(stop)
+            await self._move(t, stop - direction * s.backoff * scale, deadline, report)
+        await self._move(t, start, deadline, report)
+        low, high = sorted(stops)
+        return low, high
+
+    async def _search(
+        self, t: Transmission, direction: float, bound: float, deadline: float, report: Report
+    ) -> float:
+        """Ramp toward `bound` until the joint stalls there for `dwell_s`: its position."""
+        s = self.current
+        key = (t.driver, t.device)
+        scale = abs(t.scale)
+        ramp = _Ramp(self.hold[key], direction, s.speed * scale, s.acceleration * scale)
+        limit = self.torque[t.joint]
+        stalled_since: float | None = None
+        sign = "+" if direction * t.sign > 0 else "-"
+        while True:
+            state = await self._tick(t, ramp, ramp.step(s.period_s, bound), deadline)
+            now = self.clock()
+            lag = (ramp.position - state.position) * direction
+            pushing = (state.effort or 0.0) * direction >= EFFORT_AT_LIMIT * limit
+            still = abs(state.velocity) <= STILL * ramp.speed
+            if still and (pushing or lag >= STALL_LAG):
+                stalled_since = now if stalled_since is None else stalled_since
+                if now - stalled_since >= s.dwell_s:
+                    self.hold[key] = state.position  # stop pushing
+                    return state.position
+            else:
+                stalled_since = None
+                if ramp.position == bound and abs(state.position - bound) < STALL_LAG:
+                    raise EndStopError(
+                        f"joint {t.joint!r}: no end stop in the {sign} direction within "
+                        f"{s.max_travel:g} of where it started (a joint without end stops, or "
+                        "one the torque limit cannot hold? see --auto-max-travel)"
+                    )
+            report(
+                f"  {t.joint}: searching the {sign} end stop  now "
+                f"{t.joint_position(state.position):+8.4f}  effort {state.effort or 0.0:+.2f}"
+                f"{'  stalled' if stalled_since is not None else ''}"
+            )
+
+    async def _move(self, t: Transmission, target: float, deadline: float, report: Report) -> None:
+        """Ramp the joint to `target` (motor units) and wait there until it follows."""
+        s = self.current
+        key = (t.driver, t.device)
+        scale = abs(t.scale)
+        position = self.hold[key]
+        direction = 1.0 if target >= position else -1.0
+        ramp = _Ramp(position, direction, s.speed * scale, s.acceleration * scale)
+        while True:
+            state = await self._tick(t, ramp, ramp.step(s.period_s, target), deadline)
+            report(f"  {t.joint}: moving  now {t.joint_position(state.position):+8.4f}")
+            close = abs(state.position - target) <= SETTLED
+            if ramp.position == target and close and abs(state.velocity) <= STILL * ramp.speed:
+                self.hold[key] = target
+                return
+
+    async def _tick(
+        self, t: Transmission, ramp: _Ramp, command: float, deadline: float
+    ) -> DeviceState:
+        """Write `command` (with the ramp's velocity) to `t`'s device and the holds to the others,
+        wait a period, read."""
+        key = (t.driver, t.device)
+        commands = {k: DeviceCommand(p) for k, p in self.hold.items()}
+        commands[key] = DeviceCommand(command, ramp.direction * ramp.velocity)
+        for name, driver in self.drivers.items():
+            mine = {dev: c for (drv, dev), c in commands.items() if drv == name}
+            async with asyncio.timeout(READ_TIMEOUT_S):
+                await driver.write(mine)
+        await self.sleep(self.current.period_s)
+        if self.clock() > deadline:
+            raise EndStopError(
+                f"joint {t.joint!r}: its end stops were not found within "
+                f"{self.current.timeout_s:g} s (--auto-timeout)"
+            )
+        states = await self.read()
+        for (drv, dev), other in states.items():
+            if other.fault is not None:  # a held joint's device too: stop everything
+                raise EndStopError(
+                    f"while searching joint {t.joint!r}: device {drv}/{dev}: {other.fault.message}"
+                )
+        state = states.get(key)
+        age = None if state is None else self.drivers[t.driver].clock() - state.timestamp
+        if state is None or age is None or age > STALE_S:
+            raise EndStopError(
+                f"joint {t.joint!r}: device {t.driver}/{t.device} does not answer (no reading "
+                f"for more than {STALE_S:g} s)"
+            )
+        if not state.enabled:
+            raise EndStopError(f"joint {t.joint!r}: device {t.driver}/{t.device} left closed loop")
+        return state

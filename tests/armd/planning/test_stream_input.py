@@ -1,0 +1,299 @@
+"""The daemon's side of streaming: parsing (`armd.api.stream_payloads`), the bridge's ``stream``
+topic
+over a real Mosquitto, and `armd.planning.stream_input` in front of the in-process loop (sessions,
+sequence
+numbers, refusals, Cartesian targets)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+
+import numpy as np
+import pytest
+
+from armd.api.bridge import MqttBridge
+from armd.api.contract import MAX_SEQ, stream_json
+from armd.api.statuses import StatusLedger
+from armd.api.stream_payloads import parse_stream
+from armd.link.messages import (
+    GoalStatus,
+    Rejection,
+    StatusUpdate,
+    StreamEnd,
+    StreamJoints,
+    StreamMessage,
+    StreamPose,
+    StreamTwist,
+)
+from armd.link.protocol import STREAM_DISABLED, EngageEstop, LoopPort
+from armd.planning.stream_cartesian import CartesianStream
+from armd.planning.stream_input import REJECTIONS_BURST, StreamInput, StreamSettings
+from kinematics.ik import IKOptions
+from tests.armd.api.test_mqtt import Daemon, probe, running, settings_for, wait_until
+from tests.armd.rig import PERIOD, Rig, assert_within_limits, make_rig
+from tests.broker import MosquittoBroker
+
+JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
+LINKS = ("base_link", "tool0")
+Q0 = np.array([0.0, -1.2, 1.4, -1.6, -1.5, 0.3])  # away from singularities
+
+
+def parse(document: object) -> StreamMessage | Rejection:
+    payload = document if isinstance(document, bytes) else json.dumps(document).encode()
+    return parse_stream(payload, joint_names=JOINTS, link_names=LINKS, default_link="tool0")
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+
+def test_every_message_type_round_trips_through_its_json_form() -> None:
+    messages: list[StreamMessage] = [
+        StreamJoints("s", 0, {"elbow_joint": 1.2}, {"elbow_joint": -0.5}),
+        StreamJoints("s", 1, {"elbow_joint": 1.2, "shoulder_pan_joint": 0.0}),
+        StreamPose("s", 2, (0.4, 0.1, 0.3), (1.0, 0.0, 0.0, 0.0), "tool0"),
+        StreamPose("s", 3, (0.4, 0.1, 0.3), None, "tool0"),
+        StreamTwist("s", 4, (0.1, 0.0, 0.0), (0.0, 0.0, 0.5), "tool"),
+        StreamEnd("s", MAX_SEQ),
+    ]
+    for message in messages:
+        assert parse(stream_json(message)) == message
+
+
+def test_defaults_id_link_frame() -> None:
+    assert parse({"seq": 5, "type": "end"}) == StreamEnd("stream", 5)
+    pose = parse({"seq": 1, "type": "pose", "position": [0.1, 0.2, 0.3]})
+    assert pose == StreamPose("stream", 1, (0.1, 0.2, 0.3), None, "tool0")
+    twist = parse({"seq": 1, "type": "twist", "linear": [0, 0, 0], "angular": [0, 0, 0]})
+    assert isinstance(twist, StreamTwist)
+    assert twist.frame == "root"
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        ({"type": "end"}, "seq: required field is missing"),
+        ({"seq": -1, "type": "end"}, "seq: -1 must be an integer in [0, 2^53]"),
+        ({"seq": MAX_SEQ + 1, "type": "end"}, "must be an integer in [0, 2^53]"),
+        ({"seq": 1.0, "type": "end"}, "seq: 1.0 must be an integer"),
+        ({"seq": True, "type": "end"}, "seq: true must be an integer"),
+        ({"seq": 1, "type": "stop"}, "type: 'stop' must be one of 'joints', 'pose', 'twist'"),
+        ({"seq": 1}, "type: required field is missing"),
+        ({"seq": 1, "type": "joints", "positions": {}}, "positions: must name at least one"),
+        ({"seq": 1, "type": "joints", "positions": {"x": 1.0}}, "positions.x: unknown joint"),
+        ({"seq": 1, "type": "joints", "positions": {"elbow_joint": 1e308}}, "within ±1000"),
+        (b'{"seq": 1, "type": "joints", "positions": {"elbow_joint": NaN}}', "finite number"),
+        (
+            {
+                "seq": 1,
+                "type": "joints",
+                "positions": {"elbow_joint": 1.0},
+                "velocities": {"shoulder_pan_joint": 1.0},
+            },
+            "velocities.shoulder_pan_joint: not named in positions",
+        ),
+        ({"seq": 1, "type": "pose", "position": [0, 0]}, "position: must be an array of 3"),
+        (
+            {"seq": 1, "type": "pose", "position": [0, 0, 1], "orientation": [0, 0, 0, 0]},
+            "orientation: [0, 0, 0, 0] must be a non-zero quaternion",
+        ),
+        ({"seq": 1, "type": "pose", "position": [0, 0, 1], "link": "x"}, "link: 'x' unknown"),
+        (
+            {"seq": 1, "type": "twist", "linear": [0, 0, 1e9], "angular": [0, 0, 0]},
+            "linear[2]: 1000000000.0 must be within ±100 m/s",
+        ),
+        (
+            {"seq": 1, "type": "twist", "linear": [0, 0, 0], "angular": [0, 0, 0], "frame": "x"},
+            "frame:",
+        ),
+        ({"seq": 1, "type": "end", "speed": 1}, "speed: unknown field"),
+        ({"id": "", "seq": 1, "type": "end"}, "id: must be a non-empty string"),
+        (b"\xff", "payload is not valid UTF-8"),
+        (b"[]", "payload must be a JSON object"),
+        (b"x" * 70000, "payload too large"),
+    ],
+)
+def test_malformed_messages_are_refused_with_the_field_and_why(
+    document: object, reason: str
+) -> None:
+    parsed = parse(document)
+    assert isinstance(parsed, Rejection)
+    assert reason in parsed.reason
+
+
+# -- the bridge ----------------------------------------------------------------------------------
+
+
+async def test_the_bridge_takes_stream_messages_and_drops_retained_ones(
+    mosquitto: MosquittoBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    taken: list[StreamMessage | Rejection] = []
+    topic = "armd/test/stream"
+    async with probe(mosquitto) as client:
+        stale = {"seq": 0, "type": "joints", "positions": {"elbow": 1.0}}
+        await client.publish(topic, json.dumps(stale), retain=True)
+        daemon = Daemon()
+        bridge = MqttBridge(
+            settings_for(mosquitto),
+            joint_names=("shoulder", "elbow"),
+            link_names=("base", "tool"),
+            default_link="tool",
+            on_goal=daemon.goals.append,
+            on_estop=daemon.estops.append,
+            on_stream=taken.append,
+        )
+        with caplog.at_level(logging.WARNING, logger="armd.api.inbound"):
+            async with running(bridge):
+                await client.publish(topic, json.dumps({"seq": 1, "type": "end"}))
+                await client.publish(topic, b"{")
+                await wait_until(lambda: len(taken) == 2)
+                await client.publish(topic, b"", retain=True)  # clear it for good measure
+                await asyncio.sleep(0.1)
+    assert taken[0] == StreamEnd("stream", 1)
+    assert isinstance(taken[1], Rejection)
+    assert "dropped a retained message on armd/test/stream" in caplog.text
+
+
+# -- the daemon's side, in front of the loop -------------------------------------------------------
+
+
+class Streaming:
+    """A `StreamInput` in front of the rig's loop, through a `LoopPort`, reporting through one
+    ledger (as in the daemon); refusals go to `published`."""
+
+    def __init__(self, rig: Rig, *, enabled: bool = True) -> None:
+        self.rig = rig
+        self.statuses: list[StatusUpdate] = []
+        self.ledger = StatusLedger(self._report)
+        rig.ledger = self.ledger
+        rig.port = LoopPort(rig.loop.handle, self.ledger.report, rig.tree.dof)
+        limits = rig.tree.limits
+        self.cartesian = CartesianStream(
+            rig.tree,
+            IKOptions(restarts=False, max_joint_change=1.0),
+            np.ones(rig.tree.dof),
+            np.array(limits.lower),
+            np.array(limits.upper),
+        )
+        self.now = 0.0
+        self.input = StreamInput(
+            StreamSettings(enabled, 0.1, "tool0"),
+            self.cartesian,
+            rig.port,
+            self.ledger,
+            self.statuses.append,
+            clock=lambda: self.now,
+        )
+
+    def _report(self, update: StatusUpdate) -> None:
+        self.statuses.append(update)
+        self.input.on_status(update)
+
+    async def send(self, message: StreamMessage | Rejection, ticks: int = 1) -> None:
+        self.input.submit(message)
+        await self.rig.run(ticks)
+        self.now += ticks * PERIOD
+
+    def of(self, stream_id: str) -> list[tuple[GoalStatus, str | None]]:
+        return [(s.status, s.reason) for s in self.statuses if s.goal_id == stream_id]
+
+
+async def streaming(enabled: bool = True, q0: np.ndarray = Q0) -> Streaming:
+    rig = await make_rig(q0, stream_timeout_s=0.1)
+    rig.statuses = []
+    stream = Streaming(rig, enabled=enabled)
+    await rig.run(1)
+    return stream
+
+
+async def test_sessions_sequence_numbers_and_statuses() -> None:
+    s = await streaming()
+    await s.send(StreamJoints("a", 10, {"elbow_joint": 1.5}), 5)
+    await s.send(StreamJoints("a", 10, {"elbow_joint": 0.0}), 5)  # not newer: dropped
+    await s.send(StreamJoints("a", 3, {"elbow_joint": 0.0}), 5)
+    assert s.input.dropped == 2
+    await s.send(StreamEnd("a", 11), 400)
+    assert s.of("a") == [(GoalStatus.ACCEPTED, None), (GoalStatus.SUCCEEDED, None)]
+    assert abs(s.rig.loop.measured.position[2] - 1.5) < 0.005
+    # A new session after the end: any seq again, a new accepted.
+    await s.send(StreamJoints("a", 0, {"elbow_joint": 1.4}), 20)
+    assert s.of("a")[2:] == [(GoalStatus.ACCEPTED, None)]
+    # Another id pre-empts it.
+    await s.send(StreamJoints("b", 0, {"elbow_joint": 1.3}), 2)
+    assert s.of("a")[3:] == [(GoalStatus.PREEMPTED, "preempted by b")]
+    assert s.of("b") == [(GoalStatus.ACCEPTED, None)]
+    assert_within_limits(s.rig)
+
+
+async def test_refusals_are_rate_limited() -> None:
+    s = await streaming(enabled=False)
+    for seq in range(250):
+        await s.send(StreamJoints("off", seq, {"elbow_joint": 1.0}))
+    refused = s.of("off")
+    assert refused[0] == (GoalStatus.REJECTED, STREAM_DISABLED)
+    assert len(refused) <= REJECTIONS_BURST + 2  # then one per second of wall clock
+    assert s.input.suppressed >= 250 - len(refused)
+    assert s.rig.loop.motions.active is None
+
+
+async def test_a_stream_id_in_use_by_a_goal_is_refused() -> None:
+    s = await streaming()
+    s.ledger.receive("busy")
+    await s.send(StreamJoints("busy", 0, {"elbow_joint": 1.0}))
+    assert s.statuses[-1].status is GoalStatus.REJECTED
+    assert "still in progress" in (s.statuses[-1].reason or "")
+
+
+async def test_pose_targets_are_solved_seeded_and_followed() -> None:
+    s = await streaming()
+    tree = s.rig.tree
+    start = tree.fk(Q0, "tool0")
+    for k in range(100):  # a 5 cm line along x at 50 Hz messages
+        position = start.translation + np.array([0.0005 * k, 0.0, 0.0])
+        message = StreamPose("p", k, tuple(position), tuple(start.quaternion), "tool0")  # type: ignore[arg-type]
+        await s.send(message, 5)
+    await s.send(StreamEnd("p", 100), 300)
+    assert s.of("p")[-1] == (GoalStatus.SUCCEEDED, None)
+    reached = tree.fk(s.rig.loop.measured.position, "tool0")
+    expected = start.translation + np.array([0.0495, 0.0, 0.0])
+    np.testing.assert_allclose(reached.translation, expected, atol=2e-3)
+    assert_within_limits(s.rig)
+
+
+async def test_twists_move_the_tool_and_slow_down_near_a_singularity() -> None:
+    s = await streaming()
+    tree = s.rig.tree
+    start = tree.fk(Q0, "tool0").translation
+    for k in range(50):  # 5 cm/s along z for 0.2 s
+        await s.send(StreamTwist("t", k, (0.0, 0.0, 0.05), (0.0, 0.0, 0.0)), 1)
+    await s.send(StreamEnd("t", 50), 300)
+    moved = tree.fk(s.rig.loop.measured.position, "tool0").translation - start
+    assert 0.005 < moved[2] < 0.015, moved
+    assert np.all(np.abs(moved[:2]) < 0.002)
+    # Stretched out (elbow straight): the twist is scaled down to nothing, never followed wildly.
+    singular = np.array([0.0, -1.2, 0.0, -1.6, -1.5, 0.3])
+    q = s.cartesian.twist(StreamTwist("t", 0, (0.1, 0.0, 0.0), (0, 0, 0)), singular, "tool0")
+    assert s.cartesian.last_scale == 0.0
+    np.testing.assert_array_equal(q, 0.0)
+    # Toward a joint limit: slowed within the margin, stopped at it.
+    upper = s.cartesian.upper.copy()
+    near = Q0.copy()
+    s.cartesian.upper = Q0 + 0.05
+    s.cartesian.twist(StreamTwist("t", 0, (0.05, 0.05, 0.05), (0, 0, 0)), near, "tool0")
+    assert 0.0 < s.cartesian.last_scale <= 0.5 + 1e-9
+    s.cartesian.upper = upper
+    assert math.isfinite(float(np.sum(q)))
+
+
+async def test_an_estopped_arm_refuses_new_streams_rate_limited() -> None:
+    s = await streaming()
+    await s.send(StreamJoints("a", 0, {"elbow_joint": 1.5}), 5)
+    s.rig.port.send(EngageEstop())  # type: ignore[union-attr]
+    for seq in range(1, 250):  # the client keeps streaming at 250 Hz
+        await s.send(StreamJoints("a", seq, {"elbow_joint": 1.5}))
+    statuses = s.of("a")
+    assert statuses[:2] == [(GoalStatus.ACCEPTED, None), (GoalStatus.ABORTED, "e-stop engaged")]
+    assert statuses[2] == (GoalStatus.REJECTED, "arm is estop: reset first")
+    assert len(statuses) <= 2 + REJECTIONS_BURST + 2  # not one pair of statuses per message
