@@ -92,7 +92,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/overload.py
 
-# The 10-minute soak of issue 5 (random goals, stops, e-stops, malformed payloads).
+# The 10-minute soak (random goals, stops, e-stops, malformed payloads): docs/performance.md.
 soak: $(STAMP)
 	@$(PLATFORM_REFERENCE)
 	$(BIN)/python bench/soak.py

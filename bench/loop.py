@@ -246,7 +246,7 @@ def print_timing(rows: list[TimingRow], duration_s: float) -> None:
 def latency_row(label: str, start: str, rate_hz: int, latencies: list[float], steal: float) -> str:
     ms = np.array(latencies) * 1e3
     p50, p99, worst = np.percentile(ms, 50), np.percentile(ms, 99), ms.max()
-    target = 1e3 / rate_hz + 1.0  # issue 11: p99 within one tick + 1 ms
+    target = 1e3 / rate_hz + 1.0  # the target: p99 within one tick + 1 ms
     within = 100.0 * np.mean(ms <= target)
     return (f"{rate_hz:>8} {label:>9} {start:>5} {len(ms):>6} {p50:>7.2f} {p99:>7.2f} "
             f"{worst:>7.2f} {target:>7.1f} {within:>7.1f} {steal:>7.2f}")  # fmt: skip

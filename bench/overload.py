@@ -1,4 +1,4 @@
-"""Control-loop timing while a client floods the goal topic (issue 5, "overload"):
+"""Control-loop timing while a client floods the goal topic (the "overload" case):
 
     python bench/overload.py [--duration 30] [--rates 250 500] [--priorities 50 0]
 
