@@ -1,0 +1,259 @@
+"""Every Mosquitto listener the project opens or documents listens where its configuration says,
+read back from the broker's sockets (/proc, tests/system/listening.py) rather than trusted from
+its configuration: Mosquitto 2.0.11 (Debian 12) binds a WebSockets listener to every address
+whatever address its ``listener`` line gives, unless the listener also says ``socket_domain ipv4``
+(docs/dashboard.md). An anonymous broker that commands the arm must not be reachable from the
+network because of it.
+
+- `make run`'s brokers (scripts/ensure-mosquitto.sh --websockets): the one it starts when no
+  broker answers yet, and the one it bridges to a broker already running; every socket of each
+  is on 127.0.0.1, and the page is served;
+- the tests' own brokers (tests/broker.py);
+- every Mosquitto configuration shown in the documentation (README.md, docs/, examples/) or
+  shipped in config/mosquitto/ (also its commented-out lines, ``#listener ...``, there for a user
+  to enable): each listener that names an address is run (on a free port) and binds that address
+  and no other. Listeners without an address are meant for other machines
+  (TLS) and are not opened here: nothing in the tests listens beyond loopback.
+
+``armd dashboard`` and Node-RED are checked the same way by their own tests (test_dashboard.py,
+test_node_red.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.broker import HOST, MosquittoBroker, free_port, make_tls_files
+from tests.system.helpers import ROOT
+from tests.system.listening import Endpoint, exposed, listening
+
+ENSURE = ROOT / "scripts" / "ensure-mosquitto.sh"
+PAGE = b"<!doctype html><title>armd</title>"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM to a broker the script daemonised (not a child of ours: wait until it is gone)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10.0
+    while not _gone(pid):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            return
+        time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def _ensured(tmp_path: Path, *args: str) -> Iterator[int]:
+    """``ensure-mosquitto.sh --websockets ARGS``, its folder in `tmp_path` (TMPDIR); yields the
+    pid of the broker it started (from its pid file), stopped on exit."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    argv = [ENSURE, "--websockets", *args]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
+    pid_files = list(tmp_path.glob("*/mosquitto.pid"))
+    pids = [int(path.read_text(encoding="ascii")) for path in pid_files]
+    try:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert len(pids) == 1, (pid_files, done.stderr)
+        yield pids[0]
+    finally:
+        for pid in pids:
+            _stop(pid)
+
+
+def _shown(endpoints: list[Endpoint]) -> list[str]:
+    return [str(endpoint) for endpoint in endpoints]
+
+
+def _page(port: int) -> bytes:
+    with urllib.request.urlopen(f"http://{HOST}:{port}/", timeout=10) as response:
+        body: bytes = response.read()
+        return body
+
+
+@pytest.fixture
+def http_dir(tmp_path: Path) -> Path:
+    """A stand-in for the dashboard's build (dashboard/dist)."""
+    directory = tmp_path / "dist"
+    directory.mkdir()
+    (directory / "index.html").write_bytes(PAGE)
+    return directory
+
+
+def test_make_runs_broker_listens_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
+    """No broker on the MQTT port yet: the script starts one with MQTT and WebSockets (the page
+    from http_dir) on 127.0.0.1, and nothing else."""
+    port, ws_port = free_port(), free_port()
+    with _ensured(tmp_path, HOST, str(port), str(ws_port), str(http_dir)) as pid:
+        assert _shown(listening(pid)) == [f"tcp {HOST}:{p}" for p in sorted((port, ws_port))]
+        assert _page(ws_port) == PAGE
+
+
+def test_make_runs_bridged_broker_listens_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
+    """A broker already answers (the system's): the script's second broker, bridged to it, has
+    its WebSockets listener on 127.0.0.1 and only a Unix socket besides."""
+    ws_port = free_port()
+    with MosquittoBroker(tmp_path / "system") as system:
+        args = (system.host, str(system.port), str(ws_port), str(http_dir))
+        with _ensured(tmp_path / "ensure", *args) as pid:
+            assert _shown(listening(pid)) == [f"tcp {HOST}:{ws_port}"]
+            assert _page(ws_port) == PAGE
+
+
+def test_the_tests_brokers_listen_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
+    tls = make_tls_files(tmp_path / "tls")
+    broker = MosquittoBroker(tmp_path / "broker", tls=tls, websockets=True, http_dir=http_dir)
+    with broker:
+        assert broker.pid is not None
+        ports = sorted(p for p in (broker.port, broker.tls_port, broker.websockets_port) if p)
+        assert _shown(listening(broker.pid)) == [f"tcp {HOST}:{p}" for p in ports]
+
+
+# -- the configurations of the documentation and config/mosquitto/ ---------------------------------
+
+DOCUMENTS = ["README.md", "docs/**/*.md", "examples/*/*.md", "config/mosquitto/*.md"]
+CONFIGS = ["config/mosquitto/*.conf"]
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
+LISTENER = re.compile(r"^listener\s+(\d+)(?:\s+(\S+))?\s*$")
+
+
+@dataclass(frozen=True)
+class Documented:
+    """One Mosquitto configuration of the documentation: where, and its listeners' sections
+    (the ``listener`` line and the lines up to the next listener or bridge)."""
+
+    where: str
+    sections: tuple[tuple[str, ...], ...]
+
+
+def _sections(text: str) -> list[tuple[str, ...]]:
+    sections: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if LISTENER.match(line):
+            current = [line]
+            sections.append(current)
+        elif line.startswith(("connection ", "include_dir ")):  # a bridge, other files
+            current = None
+        elif current is not None:
+            current.append(line)
+    return [tuple(section) for section in sections]
+
+
+def _commented_out(text: str) -> str:
+    """The configuration lines a file has commented out (``#option value``; prose has a space
+    after its ``#``)."""
+    return "\n".join(line[1:] for line in text.splitlines() if re.match(r"#[a-z]", line))
+
+
+def _documented() -> list[Documented]:
+    found = []
+    for pattern in DOCUMENTS:
+        for path in sorted(ROOT.glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            for block in FENCE.finditer(text):
+                sections = _sections(block.group(1))
+                if sections:
+                    line = text.count("\n", 0, block.start()) + 1
+                    where = f"{path.relative_to(ROOT)}:{line}"
+                    found.append(Documented(where, tuple(sections)))
+    for pattern in CONFIGS:
+        for path in sorted(ROOT.glob(pattern)):
+            text = path.read_text(encoding="utf-8")
+            name = str(path.relative_to(ROOT))
+            for where, lines in ((name, text), (f"{name} (commented out)", _commented_out(text))):
+                sections = _sections(lines)
+                if sections:
+                    found.append(Documented(where, tuple(sections)))
+    return found
+
+
+DOCUMENTED = _documented()
+
+
+def test_the_documentation_shows_listeners() -> None:
+    """The parsing above finds what it must check (a change of layout would skip it silently)."""
+    wheres = [documented.where for documented in DOCUMENTED]
+    assert any(where.startswith("docs/dashboard.md:") for where in wheres), wheres
+    assert "config/mosquitto/mosquitto.conf" in wheres, wheres
+    assert "config/mosquitto/mosquitto.conf (commented out)" in wheres, wheres
+    websockets = [s for d in DOCUMENTED for s in d.sections if "protocol websockets" in s]
+    assert len(websockets) >= 3, DOCUMENTED
+
+
+@pytest.mark.parametrize("documented", DOCUMENTED, ids=[d.where for d in DOCUMENTED])
+def test_each_documented_listener_binds_the_address_it_names(
+    documented: Documented, tmp_path: Path, http_dir: Path
+) -> None:
+    tls = None
+    wanted: list[Endpoint] = []
+    config: list[str] = []
+    for section in documented.sections:
+        match = LISTENER.match(section[0])
+        assert match is not None
+        address = match.group(2)
+        if address is None or match.group(1) == "0":  # every interface, or a Unix socket
+            continue
+        port = free_port()
+        config.append(f"listener {port} {address}")
+        for line in section[1:]:
+            option, _, value = line.partition(" ")
+            if option == "http_dir":
+                value = str(http_dir)
+            elif option in ("cafile", "certfile", "keyfile"):
+                tls = tls or make_tls_files(tmp_path / "tls")
+                files = {"cafile": tls.ca_cert, "certfile": tls.server_cert}
+                value = str(files.get(option, tls.server_key))
+            else:
+                assert not value.startswith("/"), f"{line!r}: a path the test does not replace"
+            config.append(f"{option} {value}")
+        wanted.append(Endpoint("tcp", address, port))
+    if not wanted:
+        pytest.skip(f"{documented.where}: no listener on a given address")
+    # The broker's own listener (MQTT on 127.0.0.1) first: Mosquitto 2.0.11 does not start with
+    # WebSockets listeners alone.
+    with MosquittoBroker(tmp_path / "broker", extra_config=config) as broker:
+        for endpoint in wanted:
+            _wait_listening(endpoint, broker)
+        assert broker.pid is not None
+        found = listening(broker.pid)
+        assert exposed(found) == [], f"{documented.where}: {config}"
+        for endpoint in wanted:
+            on_port = [str(e) for e in found if e.port == endpoint.port]
+            assert on_port == [str(endpoint)], f"{documented.where}: {config}"
+
+
+def _wait_listening(endpoint: Endpoint, broker: MosquittoBroker) -> None:
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            with socket.create_connection((endpoint.address, endpoint.port), timeout=1.0):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"nothing listens on {endpoint}:\n{broker.log()}")
+            time.sleep(0.05)
