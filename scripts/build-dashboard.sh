@@ -25,7 +25,7 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
         npm ci --no-audit --no-fund --loglevel=error
 fi
 
-sources=(index.html package.json package-lock.json tsconfig.json vite.config.ts src)
+sources=(index.html package.json package-lock.json tsconfig.json vite.config.ts src public)
 if [ -f dist/index.html ] && [ -z "$(find "${sources[@]}" -newer dist/index.html -print -quit)" ]; then
     echo "dashboard: dashboard/dist is up to date"
     exit 0
