@@ -7,7 +7,8 @@ network because of it.
 
 - `make run`'s brokers (scripts/ensure-mosquitto.sh --websockets): the one it starts when no
   broker answers yet, and the one it bridges to a broker already running; every socket of each
-  is on 127.0.0.1, and the page is served;
+  is on 127.0.0.1, the page is served, and MQTT over WebSockets reaches the MQTT port's clients
+  (through the bridge) and back;
 - the tests' own brokers (tests/broker.py);
 - every Mosquitto configuration shown in the documentation (README.md, docs/, examples/) or
   shipped in config/mosquitto/ (also its commented-out lines, ``#listener ...``, there for a user
@@ -27,12 +28,15 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
+import paho.mqtt.client as mqtt
 import pytest
 
 from tests.broker import HOST, MosquittoBroker, free_port, make_tls_files
@@ -86,6 +90,35 @@ def _shown(endpoints: list[Endpoint]) -> list[str]:
     return [str(endpoint) for endpoint in endpoints]
 
 
+def _client(port: int, transport: Literal["tcp", "websockets"]) -> mqtt.Client:
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, transport=transport)
+    client.connect(HOST, port)
+    client.loop_start()
+    return client
+
+
+def _carried(tcp_port: int, ws_port: int, timeout_s: float = 30.0) -> None:
+    """A message published on the MQTT port reaches a client on the WebSockets port (a browser's
+    way in; through the bridge when there is one), and one published there comes back: sent
+    again every half second until it arrives (a bridge connects within a few seconds)."""
+    tcp, ws = _client(tcp_port, "tcp"), _client(ws_port, "websockets")
+    try:
+        for sender, receiver, topic in ((tcp, ws, "armd/test/in"), (ws, tcp, "armd/test/out")):
+            arrived = threading.Event()
+            receiver.on_message = lambda _client, _data, _message, done=arrived: done.set()
+            receiver.subscribe(topic, qos=1)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                sender.publish(topic, b"1", qos=1)
+                if arrived.wait(0.5):
+                    break
+                assert time.monotonic() < deadline, f"{topic}: not carried within {timeout_s:g} s"
+    finally:
+        for client in (tcp, ws):
+            client.disconnect()
+            client.loop_stop()
+
+
 def _page(port: int) -> bytes:
     with urllib.request.urlopen(f"http://{HOST}:{port}/", timeout=10) as response:
         body: bytes = response.read()
@@ -108,6 +141,7 @@ def test_make_runs_broker_listens_on_loopback_only(tmp_path: Path, http_dir: Pat
     with _ensured(tmp_path, HOST, str(port), str(ws_port), str(http_dir)) as pid:
         assert _shown(listening(pid)) == [f"tcp {HOST}:{p}" for p in sorted((port, ws_port))]
         assert _page(ws_port) == PAGE
+        _carried(port, ws_port)
 
 
 def test_make_runs_bridged_broker_listens_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
@@ -119,6 +153,7 @@ def test_make_runs_bridged_broker_listens_on_loopback_only(tmp_path: Path, http_
         with _ensured(tmp_path / "ensure", *args) as pid:
             assert _shown(listening(pid)) == [f"tcp {HOST}:{ws_port}"]
             assert _page(ws_port) == PAGE
+            _carried(system.port, ws_port)
 
 
 def test_the_tests_brokers_listen_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
