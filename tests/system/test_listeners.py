@@ -251,10 +251,14 @@ def test_each_documented_listener_binds_the_address_it_names(
         match = LISTENER.match(section[0])
         assert match is not None
         address = match.group(2)
-        if address is None or match.group(1) == "0":  # every interface, or a Unix socket
+        if address is None:  # every address: for other machines, not opened here
             continue
-        port = free_port()
-        config.append(f"listener {port} {address}")
+        if match.group(1) == "0":  # a Unix socket: nothing on TCP (checked below by exposed)
+            config.append(f"listener 0 {tmp_path / f'{len(config)}.sock'}")
+        else:
+            port = free_port()
+            config.append(f"listener {port} {address}")
+            wanted.append(Endpoint("tcp", address, port))
         for line in section[1:]:
             option, _, value = line.partition(" ")
             if option == "http_dir":
@@ -266,11 +270,10 @@ def test_each_documented_listener_binds_the_address_it_names(
             else:
                 assert not value.startswith("/"), f"{line!r}: a path the test does not replace"
             config.append(f"{option} {value}")
-        wanted.append(Endpoint("tcp", address, port))
-    if not wanted:
+    if not config:
         pytest.skip(f"{documented.where}: no listener on a given address")
-    # The broker's own listener (MQTT on 127.0.0.1) first: Mosquitto 2.0.11 does not start with
-    # WebSockets listeners alone.
+    # The broker's own listener (MQTT on 127.0.0.1, opened last) besides: Mosquitto 2.0.11 does
+    # not start with WebSockets listeners alone.
     with MosquittoBroker(tmp_path / "broker", extra_config=config) as broker:
         for endpoint in wanted:
             _wait_listening(endpoint, broker)
