@@ -377,13 +377,16 @@ def test_an_injected_fault_shows_until_reset(ui: Dashboard) -> None:
 def test_without_webgl_the_estop_and_everything_but_the_view_work(
     ui: Dashboard, playwright: Playwright
 ) -> None:
-    """A browser without WebGL (or with a broken GPU stack) still shows the arm and stops it."""
+    """A browser without WebGL (or with a broken GPU stack) still shows the arm and stops it,
+    and its console stays free of errors. The page served by the broker this time (http_dir, as
+    `make run` serves it): the other tests drive the one of `armd dashboard`."""
     probe = ui.rig.probe
     no_3d = _launch(playwright, "--disable-3d-apis")
     try:
         errors: list[str] = []
-        page = _open(no_3d, ui.url, errors)
+        page = _open(no_3d, ui.broker_url, errors)
         expect(page.locator("#overlay")).to_contain_text("No 3D view", timeout=UI_WAIT_MS)
+        expect(page.locator("#overlay")).to_contain_text("no WebGL 2")
         expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
         expect(page.locator("#joints input[type=range]")).to_have_count(6)
         since = probe.mark()
