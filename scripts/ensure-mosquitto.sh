@@ -84,9 +84,16 @@ elif [ -n "$ws_port" ] && ! listening 127.0.0.1 "$ws_port"; then
         "cleansession true" "notifications false" "restart_timeout 2"
     wait_listening 127.0.0.1 "$ws_port" "MQTT over WebSockets"
 fi
-# Something else already on WS_PORT (a previous `make run`'s broker): said when it is reachable
-# from other machines (Mosquitto before socket_domain ipv4 above listened on every address).
+# WS_PORT reachable from other machines: a broker started above is stopped (a Mosquitto that
+# ignores socket_domain), and one that was already there (a `make run` of before socket_domain
+# ipv4 above, which listened on every address) is named in a warning.
 if [ -n "$ws_port" ] && [ -n "$(exposed "$ws_port")" ]; then
-    echo "WARNING: port $ws_port (MQTT over WebSockets, anonymous) listens on $(exposed "$ws_port" | tr '\n' ' ')- reachable" \
-        "from other machines: stop that broker (ss -ltnp \"sport = :$ws_port\" shows its pid) and run again" >&2
+    where=$(exposed "$ws_port" | tr '\n' ' ')
+    if [ -n "${conf_dir:-}" ] && [ -f "$conf_dir/mosquitto.pid" ]; then
+        kill "$(cat "$conf_dir/mosquitto.pid")"
+        echo "the anonymous broker started for the dashboard listened on $where(not only 127.0.0.1): stopped" >&2
+        exit 1
+    fi
+    echo "WARNING: port $ws_port (MQTT over WebSockets) listens on $where- reachable from other" \
+        "machines: if that is an older \`make run\`'s broker, stop it (ss -ltnp 'sport = :$ws_port' shows its pid) and run again" >&2
 fi

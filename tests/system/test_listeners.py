@@ -67,23 +67,41 @@ def _stop(pid: int) -> None:
         time.sleep(0.05)
 
 
-@contextlib.contextmanager
-def _ensured(tmp_path: Path, *args: str) -> Iterator[int]:
-    """``ensure-mosquitto.sh --websockets ARGS``, its folder in `tmp_path` (TMPDIR); yields the
-    pid of the broker it started (from its pid file), stopped on exit."""
+def _ensure(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[int]]:
+    """``ensure-mosquitto.sh --websockets ARGS``, its folders in `tmp_path` (TMPDIR): how it
+    ended, and the pids of the brokers it started (from their pid files)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env = {**os.environ, "TMPDIR": str(tmp_path), **(env or {})}
     argv = [ENSURE, "--websockets", *args]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
-    pid_files = list(tmp_path.glob("*/mosquitto.pid"))
-    pids = [int(path.read_text(encoding="ascii")) for path in pid_files]
+    pids = [int(path.read_text(encoding="ascii")) for path in tmp_path.glob("*/mosquitto.pid")]
+    return done, pids
+
+
+@contextlib.contextmanager
+def _ensured(tmp_path: Path, *args: str) -> Iterator[int]:
+    """`_ensure`, which must succeed and start one broker: its pid, stopped on exit."""
+    done, pids = _ensure(tmp_path, *args)
     try:
         assert done.returncode == 0, done.stdout + done.stderr
-        assert len(pids) == 1, (pid_files, done.stderr)
+        assert len(pids) == 1, (pids, done.stderr)
         yield pids[0]
     finally:
         for pid in pids:
             _stop(pid)
+
+
+def _ss_showing_every_address(directory: Path, port: int) -> dict[str, str]:
+    """An environment whose ``ss`` shows `port` listening on every address (``*:port``, what
+    Mosquitto 2.0.11 does without socket_domain ipv4), whatever really listens: the script's
+    answer to that, without opening anything beyond loopback."""
+    directory.mkdir(parents=True)
+    ss = directory / "ss"
+    ss.write_text(f"#!/bin/sh\necho 'LISTEN 0 4096 *:{port} *:*'\n", encoding="ascii")
+    ss.chmod(0o755)
+    return {"PATH": f"{directory}{os.pathsep}{os.environ['PATH']}"}
 
 
 def _shown(endpoints: list[Endpoint]) -> list[str]:
@@ -154,6 +172,39 @@ def test_make_runs_bridged_broker_listens_on_loopback_only(tmp_path: Path, http_
             assert _shown(listening(pid)) == [f"tcp {HOST}:{ws_port}"]
             assert _page(ws_port) == PAGE
             _carried(system.port, ws_port)
+
+
+def test_make_run_stops_its_broker_when_it_listens_beyond_loopback(tmp_path: Path) -> None:
+    """Fail closed: a Mosquitto that ignored socket_domain would leave an anonymous broker open
+    to the network; the script stops the one it started and fails."""
+    port, ws_port = free_port(), free_port()
+    env = _ss_showing_every_address(tmp_path / "bin", ws_port)
+    done, pids = _ensure(tmp_path / "ensure", HOST, str(port), str(ws_port), env=env)
+    try:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "(not only 127.0.0.1): stopped" in done.stderr, done.stderr
+        assert len(pids) == 1, done.stderr
+        deadline = time.monotonic() + 10.0
+        while not _gone(pids[0]):
+            assert time.monotonic() < deadline, "the broker was not stopped"
+            time.sleep(0.05)
+    finally:
+        for pid in pids:
+            _stop(pid)
+
+
+def test_make_run_warns_of_an_older_broker_listening_beyond_loopback(tmp_path: Path) -> None:
+    """A broker of an older `make run` (every address) already on WS_PORT: the script starts
+    nothing, says so, and goes on."""
+    with MosquittoBroker(tmp_path / "older", websockets=True) as older:
+        assert older.websockets_port is not None
+        env = _ss_showing_every_address(tmp_path / "bin", older.websockets_port)
+        args = (older.host, str(older.port), str(older.websockets_port))
+        done, pids = _ensure(tmp_path / "ensure", *args, env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert pids == []
+        assert f"WARNING: port {older.websockets_port} " in done.stderr, done.stderr
+        assert "reachable from other machines" in done.stderr, done.stderr
 
 
 def test_the_tests_brokers_listen_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
