@@ -8,7 +8,8 @@ network because of it.
 - `make run`'s brokers (scripts/ensure-mosquitto.sh --websockets): the one it starts when no
   broker answers yet, and the one it bridges to a broker already running; every socket of each
   is on 127.0.0.1, the page is served, and MQTT over WebSockets reaches the MQTT port's clients
-  (through the bridge) and back;
+  (through the bridge) and back; a broker it started that listens beyond loopback is stopped
+  (the script fails), an older one there is named in a warning;
 - the tests' own brokers (tests/broker.py);
 - every Mosquitto configuration shown in the documentation (README.md, docs/, examples/) or
   shipped in config/mosquitto/ (also its commented-out lines, ``#listener ...``, there for a user
