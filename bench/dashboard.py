@@ -71,7 +71,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         ws_port = harness.free_port()
-        websockets = [f"listener {ws_port} {harness.HOST}", "protocol websockets"]
+        # socket_domain ipv4: Mosquitto 2.0.11 binds WebSockets to every address without it.
+        websockets = [
+            f"listener {ws_port} {harness.HOST}",
+            "protocol websockets",
+            "socket_domain ipv4",
+        ]
         with harness.mosquitto(workdir, nodelay=True, options=websockets) as port:
             config = harness.write_config(workdir, 250, port)
             with harness.daemon_process(config, workdir / "armd.log"):

@@ -25,8 +25,11 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
         npm ci --no-audit --no-fund --loglevel=error
 fi
 
-sources=(index.html package.json package-lock.json tsconfig.json vite.config.ts src)
-if [ -f dist/index.html ] && [ -z "$(find "${sources[@]}" -newer dist/index.html -print -quit)" ]; then
+# public/ (config.json) is copied into dist/ as it is: a build without one of its files is stale.
+sources=(index.html package.json package-lock.json tsconfig.json vite.config.ts src public)
+copied() { (cd public && find . -type f) | while read -r file; do [ -f "dist/$file" ] || echo "$file"; done; }
+if [ -f dist/index.html ] && [ -z "$(find "${sources[@]}" -newer dist/index.html -print -quit)" ] \
+    && [ -z "$(copied)" ]; then
     echo "dashboard: dashboard/dist is up to date"
     exit 0
 fi

@@ -3,8 +3,9 @@
 #   --installed            the mosquitto binary exists (tests start their own brokers on free ports)
 #   --reachable HOST PORT  additionally a broker answers on HOST:PORT (started in the background if not)
 #   --websockets HOST PORT WS_PORT [HTTP_DIR]
-#                          additionally MQTT over WebSockets on 127.0.0.1:WS_PORT, for the web
-#                          dashboard, serving HTTP_DIR (the built dashboard) on the same port:
+#                          additionally MQTT over WebSockets on 127.0.0.1:WS_PORT (loopback only),
+#                          for the web dashboard, serving HTTP_DIR (the built dashboard) on the
+#                          same port:
 #                          - no broker on HOST:PORT yet: one is started with both listeners;
 #                          - one already answers there (e.g. the system's, without WebSockets):
 #                            a second, user-level broker listens on WS_PORT and bridges armd/# to
@@ -20,16 +21,24 @@ listening() {
     (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null
 }
 
+# The addresses other than loopback that something listens on at TCP port $1 (as ss shows them).
+exposed() {
+    command -v ss >/dev/null 2>&1 || return 0
+    ss -ltnH "sport = :$1" | awk '{print $4}' | grep -v -E '^(127\.|\[::1\]:|\[::ffff:127\.)' || true
+}
+
 wait_listening() {  # HOST PORT WHAT
     for _ in $(seq 50); do listening "$1" "$2" && return 0; sleep 0.1; done
     echo "mosquitto did not start listening on $1:$2 ($3)" >&2
     exit 1
 }
 
-# A background Mosquitto with these configuration lines, in the folder $conf_dir.
+# A background Mosquitto with these configuration lines, in the folder $conf_dir, with its pid in
+# $conf_dir/mosquitto.pid (to stop it: kill "$(cat .../mosquitto.pid)").
 start_broker() {
-    printf '%s\n' "$@" > "$conf_dir/mosquitto.conf"
+    printf '%s\n' "$@" "pid_file $conf_dir/mosquitto.pid" > "$conf_dir/mosquitto.conf"
     "$mosquitto_bin" -d -c "$conf_dir/mosquitto.conf"
+    echo "mosquitto started: configuration and pid in $conf_dir" >&2
 }
 
 mode=${1:---installed}
@@ -47,7 +56,10 @@ http_dir=${5:-}
 common=("allow_anonymous true" "max_queued_messages 100000" "set_tcp_nodelay true")
 websockets=()
 if [ "$mode" = "--websockets" ]; then
-    websockets=("listener $ws_port 127.0.0.1" "protocol websockets")
+    # socket_domain ipv4: without it Mosquitto 2.0.11 (Debian 12) binds a WebSockets listener to
+    # every address of the machine, whatever address the listener line gives (libwebsockets);
+    # with it, to 127.0.0.1 only. tests/system/test_listeners.py reads the sockets back.
+    websockets=("listener $ws_port 127.0.0.1" "protocol websockets" "socket_domain ipv4")
     # http_dir: Mosquitto serves the dashboard's page on the WebSockets port itself.
     [ -n "$http_dir" ] && [ -f "$http_dir/index.html" ] && websockets+=("http_dir $http_dir")
     # Started as root, Mosquitto switches to user mosquitto, who may not read a checkout under
@@ -71,4 +83,17 @@ elif [ -n "$ws_port" ] && ! listening 127.0.0.1 "$ws_port"; then
         "connection armd-dashboard-bridge" "address $host:$port" "topic armd/# both 1" \
         "cleansession true" "notifications false" "restart_timeout 2"
     wait_listening 127.0.0.1 "$ws_port" "MQTT over WebSockets"
+fi
+# WS_PORT reachable from other machines: a broker started above is stopped (a Mosquitto that
+# ignores socket_domain), and one that was already there (a `make run` of before socket_domain
+# ipv4 above, which listened on every address) is named in a warning.
+if [ -n "$ws_port" ] && [ -n "$(exposed "$ws_port")" ]; then
+    where=$(exposed "$ws_port" | tr '\n' ' ')
+    if [ -n "${conf_dir:-}" ] && [ -f "$conf_dir/mosquitto.pid" ]; then
+        kill "$(cat "$conf_dir/mosquitto.pid")"
+        echo "the anonymous broker started for the dashboard listened on $where(not only 127.0.0.1): stopped" >&2
+        exit 1
+    fi
+    echo "WARNING: port $ws_port (MQTT over WebSockets) listens on $where- reachable from other" \
+        "machines: if that is an older \`make run\`'s broker, stop it (ss -ltnp 'sport = :$ws_port' shows its pid) and run again" >&2
 fi

@@ -16,7 +16,11 @@ Options:
   client certificate with ``openssl``): a TLS listener on ``tls_port``, optionally requiring a
   client certificate;
 - ``websockets``: an MQTT-over-WebSockets listener on ``websockets_port`` (what a browser, e.g.
-  the dashboard, connects to: ``ws://127.0.0.1:<websockets_port>``).
+  the dashboard, connects to: ``ws://127.0.0.1:<websockets_port>``), serving the files of
+  ``http_dir`` over HTTP when given (the dashboard's build, as `make run` does).
+
+Every listener is on 127.0.0.1 only (the WebSockets one with ``socket_domain ipv4``: without it
+Mosquitto 2.0.11 binds it to every address, docs/dashboard.md).
 """
 
 from __future__ import annotations
@@ -81,6 +85,7 @@ class MosquittoBroker:
         require_client_certificate: bool = False,
         persistence: bool = False,
         websockets: bool = False,
+        http_dir: Path | None = None,
         extra_config: Sequence[str] = (),
     ) -> None:
         self.workdir = workdir
@@ -88,6 +93,9 @@ class MosquittoBroker:
         self.port = port if port is not None else free_port()
         self.tls_port = free_port() if tls is not None else None
         self.websockets_port = free_port() if websockets else None
+        if http_dir is not None and not websockets:
+            raise ValueError("http_dir is served on the WebSockets listener: websockets=True")
+        self.http_dir = http_dir
         self.password_file = password_file
         self.tls = tls
         self.require_client_certificate = require_client_certificate
@@ -97,6 +105,11 @@ class MosquittoBroker:
         self.output_path = workdir / "mosquitto.out"  # start-up errors before logging is set up
         self.config_path = workdir / "mosquitto.conf"
         self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The broker's process id while it runs."""
+        return self._process.pid if self.running and self._process is not None else None
 
     @property
     def running(self) -> bool:
@@ -202,7 +215,13 @@ class MosquittoBroker:
                 f"require_certificate {'true' if self.require_client_certificate else 'false'}",
             ]
         if self.websockets_port is not None:
-            lines += [f"listener {self.websockets_port} {self.host}", "protocol websockets"]
+            lines += [
+                f"listener {self.websockets_port} {self.host}",
+                "protocol websockets",
+                "socket_domain ipv4",
+            ]
+            if self.http_dir is not None:
+                lines.append(f"http_dir {self.http_dir}")
         return "\n".join(lines) + "\n"
 
     def _wait_listening(self, port: int, deadline: float) -> None:

@@ -96,6 +96,30 @@ class ArmMeshes {
   }
 }
 
+/** The canvas's WebGL 2 context (what three.js draws with), or an Error saying why there is
+ * none. Asked here rather than by three.js, which reports a failure as console errors: a browser
+ * without WebGL gets the page without its 3D view, and a clean console. */
+function webgl2(canvas: HTMLCanvasElement): WebGL2RenderingContext {
+  let reason = "";
+  const failed = (event: Event): void => {
+    reason = (event as WebGLContextEvent).statusMessage.trim();
+  };
+  canvas.addEventListener("webglcontextcreationerror", failed);
+  // preserveDrawingBuffer: the canvas can be read back (screenshots, the browser test).
+  const context = canvas.getContext("webgl2", {
+    alpha: false,
+    antialias: true,
+    depth: true,
+    stencil: false,
+    preserveDrawingBuffer: true,
+  });
+  canvas.removeEventListener("webglcontextcreationerror", failed);
+  if (context === null) {
+    throw new Error(`this browser has no WebGL 2${reason ? ` (${reason})` : ""}`);
+  }
+  return context;
+}
+
 export class ArmView {
   readonly canvas: HTMLCanvasElement;
   /** Called when the target is dragged (with its new pose), and once a frame shows an arm. */
@@ -112,10 +136,10 @@ export class ArmView {
   private armDrawn = false;
 
   constructor(container: HTMLElement) {
-    // preserveDrawingBuffer: the canvas can be read back (screenshots, the browser test).
-    this.renderer = new THREE.WebGLRenderer({ antialias: true, preserveDrawingBuffer: true });
+    this.canvas = document.createElement("canvas");
+    const context = webgl2(this.canvas);
+    this.renderer = new THREE.WebGLRenderer({ canvas: this.canvas, context });
     this.renderer.setPixelRatio(window.devicePixelRatio);
-    this.canvas = this.renderer.domElement;
     container.append(this.canvas);
     this.scene.background = new THREE.Color(0x1d232b);
     this.camera.up.set(0, 0, 1);

@@ -1,7 +1,9 @@
 // Where the broker is. In order: `?broker=ws://host:port` in the page's address; the `broker` of
-// `config.json` next to the page (`armd dashboard --broker ...` serves one); otherwise the page's
-// own host and port over ws:// (wss:// for an https page) — right when Mosquitto serves the page
-// itself from its WebSockets listener (`http_dir`). `?arm=NAME` picks the arm to show first.
+// `config.json` next to the page (`armd dashboard --broker ...` serves its own; the build ships
+// public/config.json with an empty one, so that the page served by Mosquitto's `http_dir` finds
+// it too instead of a 404); otherwise the page's own host and port over ws:// (wss:// for an
+// https page) — right when Mosquitto serves the page itself from its WebSockets listener.
+// `?arm=NAME` picks the arm to show first.
 
 export interface Settings {
   broker: string;
@@ -19,7 +21,7 @@ async function configuredBroker(): Promise<string | null> {
     const config = (await response.json()) as { broker?: unknown };
     return typeof config.broker === "string" && config.broker ? config.broker : null;
   } catch {
-    return null; // no config.json (Mosquitto's http_dir, `vite` in development)
+    return null; // no config.json, or not JSON
   }
 }
 

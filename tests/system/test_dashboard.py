@@ -1,7 +1,10 @@
 """The web dashboard in a real browser: Debian's chromium driven by Playwright, the page served by
 ``armd dashboard``, talking MQTT over WebSockets to a real Mosquitto, with the daemon on the
 simulated UR5. What a person would check: the arm appears online and is drawn, a slider moves it,
-the e-stop button stops it, a rejection shows its reason, an injected fault shows.
+the e-stop button stops it, a rejection shows its reason, an injected fault shows. The page logs
+no error in the browser's console and raises none, neither there nor served by the broker itself
+(Mosquitto's ``http_dir`` on its WebSockets listener, as `make run` serves it); both servers
+listen on loopback only.
 
 Skipped, saying why, only where Debian's chromium or Node.js (to build the dashboard) cannot be
 installed (`make test` installs both: scripts/ensure-browser-test.sh). The page's load time
@@ -26,10 +29,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, Playwright, expect, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    ConsoleMessage,
+    Page,
+    Playwright,
+    Response,
+    expect,
+    sync_playwright,
+)
 
 from tests.broker import MosquittoBroker, make_password_file
 from tests.system.helpers import ROOT, Rig, attach_diagnostics, start_rig
+from tests.system.listening import exposed, listening
 from tests.system.probe import ARM, WAIT_S, MqttProbe, at_rest, joint_positions
 from tests.system.test_security import ACL, DASHBOARD, OPERATOR, daemon_mqtt
 
@@ -59,10 +71,15 @@ class Dashboard:
     rig: Rig
     browser: Browser
     page: Page
-    url: str
+    url: str  # served by `armd dashboard`
     screenshots: Path
     load_ms: float
-    errors: list[str]  # uncaught script errors of the page
+    errors: list[str]  # the page's console errors and uncaught script errors
+
+    @property
+    def broker_url(self) -> str:
+        """The page served by Mosquitto itself (``http_dir`` on its WebSockets listener)."""
+        return f"http://127.0.0.1:{self.rig.broker.websockets_port}/"
 
     def screenshot(self, name: str) -> None:
         self.page.screenshot(path=self.screenshots / name)
@@ -81,6 +98,8 @@ def _served(directory: Path, broker: MosquittoBroker) -> Iterator[str]:
         line = server.stdout.readline()
         match = re.search(r"http://127\.0\.0\.1:\d+/", line)
         assert match, f"armd dashboard did not start: {line}"
+        sockets = listening(server.pid)
+        assert exposed(sockets) == [], f"armd dashboard listens beyond loopback: {sockets}"
         yield match.group(0)
     finally:
         server.terminate()
@@ -107,10 +126,22 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
     chromium.close()
 
 
+def _watch(page: Page, errors: list[str]) -> Page:
+    """Append the page's console errors (a failed request among them: a 404 is one) and its
+    uncaught script errors to `errors`."""
+
+    def logged(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            errors.append(f"console: {message.text} ({message.location['url']})")
+
+    page.on("console", logged)
+    page.on("pageerror", lambda error: errors.append(f"uncaught: {error}"))
+    return page
+
+
 def _open(browser: Browser, url: str, errors: list[str]) -> Page:
-    """A new page at `url`; its uncaught script errors are appended to `errors`."""
-    page = browser.new_page(viewport={"width": 1400, "height": 820})
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    """A new page at `url`, its errors appended to `errors` (`_watch`)."""
+    page = _watch(browser.new_page(viewport={"width": 1400, "height": 820}), errors)
     page.goto(url)
     return page
 
@@ -119,7 +150,8 @@ def _open(browser: Browser, url: str, errors: list[str]) -> Page:
 def dashboard(tmp_path_factory: pytest.TempPathFactory, browser: Browser) -> Iterator[Dashboard]:
     directory = tmp_path_factory.mktemp("dashboard")
     screenshots = SCREENSHOTS if os.environ.get("ARMD_DOCS_SCREENSHOTS") == "1" else directory
-    with MosquittoBroker(directory / "mosquitto", websockets=True) as broker:
+    # The broker serves the page too, as `make run` has it (http_dir on its WebSockets listener).
+    with MosquittoBroker(directory / "mosquitto", websockets=True, http_dir=DIST) as broker:
         rig = start_rig(directory, broker, overrides=GRIPPER)
         try:
             with _served(directory, broker) as url:
@@ -149,11 +181,11 @@ def _first_status(probe: MqttProbe, since: int, status: str | None = None) -> di
 @pytest.fixture
 def ui(dashboard: Dashboard, request: pytest.FixtureRequest) -> Iterator[Dashboard]:
     """The page, with the arm at rest (holding) and the broker's and daemon's logs on failure;
-    no uncaught script error in the page afterwards."""
+    no console error and no uncaught script error in the page afterwards."""
     attach_diagnostics(request, dashboard.rig)
     dashboard.rig.probe.wait_state(at_rest, what="the arm at rest")
     yield dashboard
-    assert dashboard.errors == [], "uncaught errors in the page"
+    assert dashboard.errors == [], "errors in the page"
 
 
 # Pixels of the 3D view: how many differ from the background, how many have the joints' blue.
@@ -345,13 +377,16 @@ def test_an_injected_fault_shows_until_reset(ui: Dashboard) -> None:
 def test_without_webgl_the_estop_and_everything_but_the_view_work(
     ui: Dashboard, playwright: Playwright
 ) -> None:
-    """A browser without WebGL (or with a broken GPU stack) still shows the arm and stops it."""
+    """A browser without WebGL (or with a broken GPU stack) still shows the arm and stops it,
+    and its console stays free of errors. The page served by the broker this time (http_dir, as
+    `make run` serves it): the other tests drive the one of `armd dashboard`."""
     probe = ui.rig.probe
     no_3d = _launch(playwright, "--disable-3d-apis")
     try:
         errors: list[str] = []
-        page = _open(no_3d, ui.url, errors)
+        page = _open(no_3d, ui.broker_url, errors)
         expect(page.locator("#overlay")).to_contain_text("No 3D view", timeout=UI_WAIT_MS)
+        expect(page.locator("#overlay")).to_contain_text("no WebGL 2")
         expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
         expect(page.locator("#joints input[type=range]")).to_have_count(6)
         since = probe.mark()
@@ -361,24 +396,42 @@ def test_without_webgl_the_estop_and_everything_but_the_view_work(
         since = probe.mark()
         page.locator("#reset").click()
         probe.wait_mode("holding", since=since)
-        assert errors == [], "uncaught errors in the page"
+        assert errors == [], "errors in the page"
     finally:
         no_3d.close()
 
 
-def test_the_page_fetches_nothing_from_elsewhere(dashboard: Dashboard) -> None:
-    """Offline: every request of a fresh load goes to the page's server or the broker."""
+@pytest.mark.parametrize("server", ["armd dashboard", "mosquitto http_dir"])
+def test_a_fresh_load_fetches_nothing_from_elsewhere_and_logs_no_error(
+    dashboard: Dashboard, server: str
+) -> None:
+    """Offline: every request of a fresh load goes to the page's server or the broker, and is
+    answered (no 404: `config.json` is part of the build); nothing in the console is an error,
+    nothing is thrown; the arm is drawn. Whichever serves the page."""
+    url = dashboard.url if server == "armd dashboard" else dashboard.broker_url
     requests: list[str] = []
-    page = dashboard.browser.new_page()
+    failed: list[str] = []
+    errors: list[str] = []
+    page = _watch(dashboard.browser.new_page(), errors)
     page.on("request", lambda request: requests.append(request.url))
-    page.goto(dashboard.url)  # (not _open: the listener must be there before the load)
+    page.on("requestfailed", lambda request: failed.append(f"{request.url}: {request.failure}"))
+
+    def answered(response: Response) -> None:
+        if response.status >= 400:
+            failed.append(f"{response.url}: {response.status}")
+
+    page.on("response", answered)
+    page.goto(url)
     page.wait_for_function("window.armdDashboard.firstArmFrameAt !== null", timeout=UI_WAIT_MS)
+    expect(page.locator("#mode")).to_have_text("holding")
     page.close()
     ws = f"ws://127.0.0.1:{dashboard.rig.broker.websockets_port}"
-    own = (dashboard.url, f"blob:{dashboard.url}", ws)  # blob: made by the page itself
-    outside = [url for url in requests if not url.startswith(own)]
-    assert requests
+    own = (url, f"blob:{url}", ws)  # blob: made by the page itself
+    outside = [request for request in requests if not request.startswith(own)]
+    assert f"{url}config.json" in requests
     assert outside == [], outside
+    assert errors == [], "errors in the page"
+    assert failed == [], failed
 
 
 def _log_in(page: Page, user: str, password: str) -> None:
@@ -434,6 +487,6 @@ def test_with_the_acl_the_read_only_account_is_refused_and_the_operator_served(
                 assert accepted["status"] == "accepted", accepted
                 final = rig.probe.wait_status(accepted["id"], since=since)
                 assert final["status"] == "succeeded", final
-                assert errors == [], "uncaught errors in the page"
+                assert errors == [], "errors in the page"
         finally:
             rig.close()

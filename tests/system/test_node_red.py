@@ -31,6 +31,7 @@ import pytest
 
 from tests.broker import HOST, MosquittoBroker, free_port, make_tls_files
 from tests.system.helpers import ROOT, Rig, attach_diagnostics
+from tests.system.listening import exposed, listening
 from tests.system.probe import ARM, WAIT_S, at_rest, joint_positions
 from tests.system.production import OPERATOR, secured_arm
 
@@ -204,6 +205,9 @@ def flow(
         red = NodeRed(node_red, flow, user_dir, {"ARMD_MQTT_PASSWORD": password})
         try:
             red.start()
+            # settings.js's uiHost: the editor, its admin API and its WebSocket on 127.0.0.1 only.
+            sockets = listening(red.process.pid)
+            assert exposed(sockets) == [], f"Node-RED listens beyond loopback: {sockets}"
             yield arm.rig, red
         finally:
             red.stop()
