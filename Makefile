@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 CONFIG ?= config/sim.yaml
 MQTT_HOST ?= 127.0.0.1
@@ -16,7 +17,9 @@ DIST := dashboard/dist
 
 all: test
 
-# The virtual environment is rebuilt whenever pyproject.toml changes.
+# The virtual environment is rebuilt whenever pyproject.toml changes: what running needs for
+# `make run` ($(STAMP)), plus the test extras (linters, the SDK peers, the browser driver) for
+# `make test` ($(TEST_STAMP)).
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || { echo "creating $(VENV) (a Python virtual environment)"; \
 		$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); scripts/apt-install.sh python3-venv \
@@ -26,10 +29,16 @@ $(STAMP): pyproject.toml
 	@scripts/heartbeat.sh "installing armd and its dependencies into $(VENV) (~30 s the first time)" \
 		env PYTHONWARNINGS='ignore:Editable installation' \
 		sh -c "$(BIN)/python -m pip install --quiet --upgrade pip \
-			&& $(BIN)/python -m pip install --quiet -e '.[test]'"
+			&& $(BIN)/python -m pip install --quiet -e ."
 	@touch $@
 
-venv: $(STAMP)
+$(TEST_STAMP): $(STAMP)
+	@scripts/heartbeat.sh "installing the test extras into $(VENV) (~1 min the first time)" \
+		env PYTHONWARNINGS='ignore:Editable installation' \
+		$(BIN)/python -m pip install --quiet -e '.[test]'
+	@touch $@
+
+venv: $(TEST_STAMP)
 
 # Home Assistant itself, in a virtual environment of its own, as a test peer: its MQTT discovery
 # code checks the discovery configs armd publishes (tests/peers/ha_discovery.py). 2024.3 is the
@@ -60,15 +69,18 @@ run: kernels dashboard
 	@if [ -f $(DIST)/index.html ]; then echo "dashboard: http://127.0.0.1:$(WS_PORT)/ (or: $(BIN)/armd dashboard)"; fi
 	$(BIN)/armd run --config $(CONFIG)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
-	$(BIN)/pytest -q
+# Two workers (one per core of the reference machine), a test module per worker at a time: the
+# system tests share one daemon per module. `make pytest PYTEST_ARGS=` runs them one by one.
+PYTEST_ARGS ?= -n 2 --dist loadscope
+pytest: $(TEST_STAMP)
+	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 test: kernels ha-peer
 	@scripts/ensure-mosquitto.sh --installed
