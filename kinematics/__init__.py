@@ -1,7 +1,8 @@
 """Pure kinematics for armd: dual quaternions, kinematic trees, forward kinematics, Jacobians,
 inverse kinematics and joint limits. Imports only numpy and numba; no I/O besides model files."""
 
-from kinematics.errors import KinematicsError, ModelError, UnknownNameError
+from kinematics.errors import InertialError, KinematicsError, ModelError, UnknownNameError
+from kinematics.inertial import Inertial
 from kinematics.limits import JointLimit, JointLimits, LimitViolation
 from kinematics.motors import ConstantMotor, JointMotor, Link, Mimic, Motor
 from kinematics.pose import Pose
@@ -10,6 +11,8 @@ from kinematics.tree import Chain, KinematicTree
 __all__ = [
     "Chain",
     "ConstantMotor",
+    "Inertial",
+    "InertialError",
     "JointLimit",
     "JointLimits",
     "JointMotor",
