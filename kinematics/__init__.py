@@ -1,5 +1,6 @@
 """Pure kinematics for armd: dual quaternions, kinematic trees, forward kinematics, Jacobians,
-inverse kinematics and joint limits. Imports only numpy and numba; no I/O besides model files."""
+inverse kinematics, joint limits, link inertials and rigid-body dynamics (`kinematics.dynamics`).
+Imports only numpy and numba; no I/O besides model files."""
 
 from kinematics.errors import InertialError, KinematicsError, ModelError, UnknownNameError
 from kinematics.inertial import Inertial

@@ -73,6 +73,22 @@ def placement(row, q, rot, pos):
 
 
 @_jit
+def compose(world, parent, rot, pos, out):
+    """out (12,) = root_from_body (rotation 9, position 3) from the parent's row of `world`
+    (the root when parent < 0) and parent_from_body (rot, pos)."""
+    if parent < 0:
+        out[:9] = rot
+        out[9:] = pos
+        return
+    wp = world[parent]
+    for r in range(3):
+        a, b, c = wp[3 * r], wp[3 * r + 1], wp[3 * r + 2]
+        for k in range(3):
+            out[3 * r + k] = a * rot[k] + b * rot[3 + k] + c * rot[6 + k]
+        out[9 + r] = wp[9 + r] + a * pos[0] + b * pos[1] + c * pos[2]
+
+
+@_jit
 def body_inertia(bodies, payload, i, out):
     """out (10,) = mass, first moment (3), rotational inertia about the origin (6) of body i,
     the payload added when it rides on body i."""
@@ -160,6 +176,27 @@ def projected(row, f):
 
 
 @_jit
+def weights(bodies, q, payload, world, mass, moment):
+    """Per body: world (12,) = root_from_body (rotation 9, position 3), mass (kg) and first
+    moment in the root frame (3,), kg·m, the payload included."""
+    rot = np.empty(9)
+    pos = np.empty(3)
+    for i in range(bodies.shape[0]):
+        row = bodies[i]
+        placement(row, q, rot, pos)
+        wi = world[i]
+        compose(world, int(row[D_PARENT]), rot, pos, wi)
+        m = row[D_MASS]
+        hx, hy, hz = row[D_H], row[D_H + 1], row[D_H + 2]
+        if int(payload[P_BODY]) == i:
+            m += payload[1]
+            hx, hy, hz = hx + payload[2], hy + payload[3], hz + payload[4]
+        mass[i] = m
+        for r in range(3):
+            moment[i, r] = m * wi[9 + r] + wi[3 * r] * hx + wi[3 * r + 1] * hy + wi[3 * r + 2] * hz
+
+
+@_jit
 def gravity_torques(bodies, q, gravity, payload, tau):
     """tau (dof,) = g(q), the joint torques (forces) that hold the tree still against the
     gravity acceleration `gravity` (3,) of the root frame, m/s². False if q is not finite.
@@ -169,37 +206,11 @@ def gravity_torques(bodies, q, gravity, payload, tau):
     if not all_finite(q):
         return False
     n = bodies.shape[0]
-    world = np.empty((n, 12))  # root_from_body: rotation (9), position (3)
-    mass = np.empty(n)
-    moment = np.empty((n, 3))  # subtree first moment, root frame, kg·m
-    rot = np.empty(9)
-    pos = np.empty(3)
-    for i in range(n):
-        row = bodies[i]
-        placement(row, q, rot, pos)
-        parent = int(row[D_PARENT])
-        wi = world[i]
-        if parent < 0:
-            wi[:9] = rot
-            wi[9:] = pos
-        else:
-            wp = world[parent]
-            for r in range(3):
-                a, b, c = wp[3 * r], wp[3 * r + 1], wp[3 * r + 2]
-                for k in range(3):
-                    wi[3 * r + k] = a * rot[k] + b * rot[3 + k] + c * rot[6 + k]
-                wi[9 + r] = wp[9 + r] + a * pos[0] + b * pos[1] + c * pos[2]
-        m = row[D_MASS]
-        hx, hy, hz = row[D_H], row[D_H + 1], row[D_H + 2]
-        if int(payload[P_BODY]) == i:
-            m += payload[1]
-            hx, hy, hz = hx + payload[2], hy + payload[3], hz + payload[4]
-        mass[i] = m
-        for r in range(3):
-            moment[i, r] = m * wi[9 + r] + wi[3 * r] * hx + wi[3 * r + 1] * hy + wi[3 * r + 2] * hz
+    world, mass, moment = np.empty((n, 12)), np.empty(n), np.empty((n, 3))
+    weights(bodies, q, payload, world, mass, moment)
     tau[:] = 0.0
     gx, gy, gz = -gravity[0], -gravity[1], -gravity[2]
-    for i in range(n - 1, -1, -1):
+    for i in range(n - 1, -1, -1):  # leaves first: mass and moment become the subtree's
         row = bodies[i]
         wi = world[i]
         ux, uy, uz = row[AXIS], row[AXIS + 1], row[AXIS + 2]
@@ -250,22 +261,28 @@ def rnea(bodies, q, qd, qdd, gravity, payload, tau):
             motion_to_child(pl[:9], pl[9:], mp[0:3], mp[3:6], mo[0:3], mo[3:6])
             motion_to_child(pl[:9], pl[9:], mp[6:9], mp[9:12], mo[6:9], mo[9:12])
         k, s = int(row[QIDX]), row[SCALE]
-        rate, accel = s * qd[k], s * qdd[k]
-        ax, ay, az = row[AXIS] * rate, row[AXIS + 1] * rate, row[AXIS + 2] * rate
-        o = 0 if row[KIND] == REVOLUTE else 3  # the part the joint moves: ω or v
-        mo[o] += ax
-        mo[o + 1] += ay
-        mo[o + 2] += az
-        # + (ω, v) × S q̇: (ω × a q̇, v × a q̇) when revolute, (0, ω × a q̇) when prismatic
-        add_cross(mo[0:3], ax, ay, az, mo[6 + o : 9 + o])
-        if o == 0:
-            add_cross(mo[3:6], ax, ay, az, mo[9:12])
-        mo[6 + o] += row[AXIS] * accel
-        mo[6 + o + 1] += row[AXIS + 1] * accel
-        mo[6 + o + 2] += row[AXIS + 2] * accel
+        add_joint_motion(row, s * qd[k], s * qdd[k], mo)
         body_inertia(bodies, payload, i, ine)
         body_force(ine, mo, force[i])
     return backward_forces(bodies, place, force, tau)
+
+
+@_jit
+def add_joint_motion(row, rate, accel, mo):
+    """mo (12,): ω, v, ω̇, v̇ of the body moved by its joint at `rate` and `accel`: + S q̇ to the
+    velocity, + S q̈ + (ω, v) × S q̇ to the acceleration."""
+    ax, ay, az = row[AXIS] * rate, row[AXIS + 1] * rate, row[AXIS + 2] * rate
+    o = 0 if row[KIND] == REVOLUTE else 3  # the part the joint moves: ω or v
+    mo[o] += ax
+    mo[o + 1] += ay
+    mo[o + 2] += az
+    # (ω, v) × S q̇ is (ω × a q̇, v × a q̇) when revolute, (0, ω × a q̇) when prismatic
+    add_cross(mo[0:3], ax, ay, az, mo[6 + o : 9 + o])
+    if o == 0:
+        add_cross(mo[3:6], ax, ay, az, mo[9:12])
+    mo[6 + o] += row[AXIS] * accel
+    mo[6 + o + 1] += row[AXIS + 1] * accel
+    mo[6 + o + 2] += row[AXIS + 2] * accel
 
 
 @_jit

@@ -52,16 +52,23 @@ class Kernels:
     gravity_torques: Kernel
     rnea: Kernel
     mass_matrix: Kernel
+    coriolis_matrix: Kernel
 
 
 def _entries() -> dict[str, tuple[Any, Any]]:
     from kinematics import (  # noqa: PLC0415 (imports numba: only when used)
+        _coriolis_kernels,
         _dynamics_kernels,
         _ik_kernels,
         _kernels,
     )
 
-    return {**_kernels.ENTRIES, **_ik_kernels.ENTRIES, **_dynamics_kernels.ENTRIES}
+    return {
+        **_kernels.ENTRIES,
+        **_ik_kernels.ENTRIES,
+        **_dynamics_kernels.ENTRIES,
+        **_coriolis_kernels.ENTRIES,
+    }
 
 
 def cache_dir() -> str:

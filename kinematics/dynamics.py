@@ -1,5 +1,6 @@
 """Rigid-body dynamics of a `KinematicTree`: gravity torques g(q), inverse dynamics (recursive
-Newton–Euler) and the joint-space mass matrix M(q) (composite rigid bodies).
+Newton–Euler), the joint-space mass matrix M(q) (composite rigid bodies) and the Coriolis matrix
+C(q, q̇) (Echeandia and Wensing).
 
 The model (conventions written once, here):
 - The root does not move (a fixed base). Each joint link, with every link fixed to it through
@@ -14,7 +15,8 @@ The model (conventions written once, here):
 - A `Payload` is a rigid load on one link (its inertial in that link's frame); it changes at run
   time, the model never does: build a new one (`Dynamics.payload`, microseconds) when it changes.
 
-    τ = M(q) q̈ + C(q, q̇) q̇ + g(q),   `rnea(q, qd, qdd)` = τ,   `gravity(q)` = g(q)
+    τ = M(q) q̈ + C(q, q̇) q̇ + g(q),   `rnea(q, qd, qdd)` = τ,   `gravity(q)` = g(q),
+    `mass_matrix(q)` = M(q),   `coriolis_matrix(q, qd)` = C(q, q̇)
 
 Joint friction, motor inertia (armature) and joint limits' forces are not modelled.
 """
@@ -136,9 +138,11 @@ class Dynamics:
     """The rigid-body dynamics of an immutable tree (see the module's docstring for units,
     frames and order). Built once (microseconds per link); the kernels load on first use.
 
-    Every method takes ``payload`` (a `Payload` of this model, or None) and ``gravity`` (3,) in
-    the root frame, m/s² (None: this model's `gravity`), and raises `KinematicsError` for vectors
-    of the wrong shape or not finite.
+    Every method takes ``payload`` (a `Payload` of this model, or None), ``gravity`` (3,) in
+    the root frame, m/s² (None: this model's `gravity_acceleration`) and ``out`` (an array to
+    write the result into, or None for a new one), and raises `KinematicsError` for vectors of
+    the wrong shape or not finite. The kernels release the interpreter lock and keep their
+    scratch arrays per call: one model serves several threads.
     """
 
     def __init__(self, tree: KinematicTree, *, gravity: ArrayLike = STANDARD_GRAVITY) -> None:
@@ -183,6 +187,21 @@ class Dynamics:
             )
         return arr
 
+    def _out(self, out: Array | None, shape: tuple[int, ...]) -> Array:
+        if out is None:
+            return np.empty(shape)
+        if not (
+            out.__class__ is np.ndarray
+            and out.dtype is _F64
+            and out.shape == shape
+            and out.flags.c_contiguous
+            and out.flags.writeable
+        ):
+            raise KinematicsError(
+                f"out must be a writeable C-contiguous float64 array of shape {shape}"
+            )
+        return out
+
     def _payload_row(self, payload: Payload | None) -> Array:
         if payload is None:
             return self._no_payload
@@ -220,11 +239,17 @@ class Dynamics:
     # -- dynamics -----------------------------------------------------------------------------
 
     def gravity(
-        self, q: ArrayLike, payload: Payload | None = None, gravity: ArrayLike | None = None
+        self,
+        q: ArrayLike,
+        payload: Payload | None = None,
+        gravity: ArrayLike | None = None,
+        *,
+        out: Array | None = None,
     ) -> Array:
-        """g(q) (dof,): the joint torques (N·m) and forces (N) that hold the tree still at q."""
+        """g(q) (dof,): the joint torques (N·m) and forces (N) that hold the tree still at q.
+        Written into `out` (dof,) when given."""
         q = self._vector(q, "q")
-        tau = np.empty(self._shape)
+        tau = self._out(out, self._shape)
         if not self.kernels.gravity_torques(
             self._packed, q, self._g(gravity), self._payload_row(payload), tau
         ):
@@ -238,24 +263,48 @@ class Dynamics:
         qdd: ArrayLike,
         payload: Payload | None = None,
         gravity: ArrayLike | None = None,
+        *,
+        out: Array | None = None,
     ) -> Array:
-        """Inverse dynamics (dof,): ``M(q) qdd + C(q, qd) qd + g(q)``, N·m and N."""
+        """Inverse dynamics (dof,): ``M(q) qdd + C(q, qd) qd + g(q)``, N·m and N. Written into
+        `out` (dof,) when given."""
         q, qd, qdd = self._vector(q, "q"), self._vector(qd, "qd"), self._vector(qdd, "qdd")
-        tau = np.empty(self._shape)
+        tau = self._out(out, self._shape)
         if not self.kernels.rnea(
             self._packed, q, qd, qdd, self._g(gravity), self._payload_row(payload), tau
         ):
             raise self._not_finite(q, qd, qdd)
         return tau
 
-    def mass_matrix(self, q: ArrayLike, payload: Payload | None = None) -> Array:
+    def mass_matrix(
+        self, q: ArrayLike, payload: Payload | None = None, *, out: Array | None = None
+    ) -> Array:
         """M(q) (dof, dof): symmetric, positive definite where every joint moves some mass;
-        kg·m² (revolute rows and columns), kg (prismatic), kg·m (mixed)."""
+        kg·m² (revolute rows and columns), kg (prismatic), kg·m (mixed). Written into `out`
+        (dof, dof) when given."""
         q = self._vector(q, "q")
-        M = np.empty((self.tree.dof, self.tree.dof))
+        M = self._out(out, (self.tree.dof, self.tree.dof))
         if not self.kernels.mass_matrix(self._packed, q, self._payload_row(payload), M):
             raise self._not_finite(q)
         return M
+
+    def coriolis_matrix(
+        self,
+        q: ArrayLike,
+        qd: ArrayLike,
+        payload: Payload | None = None,
+        *,
+        out: Array | None = None,
+    ) -> Array:
+        """C(q, qd) (dof, dof): ``C qd`` is the Coriolis and centrifugal term of `rnea` and
+        ``Ṁ - 2C`` is skew-symmetric (``Ṁ = C + Cᵀ``), as a momentum observer needs
+        (``ṗ = τ + τ_ext - g + Cᵀ q̇`` for ``p = M q̇``). Units of M per second. Written into
+        `out` (dof, dof) when given."""
+        q, qd = self._vector(q, "q"), self._vector(qd, "qd")
+        C = self._out(out, (self.tree.dof, self.tree.dof))
+        if not self.kernels.coriolis_matrix(self._packed, q, qd, self._payload_row(payload), C):
+            raise self._not_finite(q, qd)
+        return C
 
     def __repr__(self) -> str:
         mass = sum(body.inertial.mass for body in self.bodies)

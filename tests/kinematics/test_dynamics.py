@@ -1,6 +1,6 @@
 """`kinematics.dynamics` against Pinocchio (tests/peers/pinocchio_dynamics.py): inverse dynamics,
-gravity torques and the mass matrix of the shipped arms and of arms from example-robot-data, at
-random states, with and without a payload, mimic joints included.
+gravity torques, the mass matrix and the Coriolis matrix of the shipped arms and of arms from
+example-robot-data, at random states, with and without a payload, mimic joints included.
 
 For each quantity: largest error ≤ 1e-9 × its largest value + 1e-12 (the two compute the same
 sums in different orders and frames; rounding gives ~1e-15 relative).
@@ -18,7 +18,7 @@ import pytest
 from kinematics import Inertial, JointMotor, KinematicTree
 from kinematics.dynamics import Dynamics
 from tests.kinematics.conftest import DATA, ROBOTS
-from tests.peers.pinocchio_dynamics import EXAMPLE_ROBOTS, PinocchioArm
+from tests.peers.pinocchio_dynamics import EXAMPLE_ROBOTS, PinocchioArm, coriolis_matrix_of
 
 RELATIVE, ABSOLUTE = 1e-9, 1e-12
 STATES = 12
@@ -73,6 +73,11 @@ def arm(request: pytest.FixtureRequest) -> tuple[str, Dynamics, PinocchioArm]:
     return request.param, Dynamics(tree), PinocchioArm.load(path, tree)
 
 
+def every_joint(peer: PinocchioArm, path: Path) -> PinocchioArm:
+    """The peer without Pinocchio's own mimic joints, for its Coriolis matrix."""
+    return peer if not peer.native_mimic else PinocchioArm.load(path, peer.tree, native_mimic=False)
+
+
 def test_the_peer_models_the_same_degrees_of_freedom(
     arm: tuple[str, Dynamics, PinocchioArm],
 ) -> None:
@@ -89,10 +94,13 @@ def test_against_pinocchio_without_payload(
     name, dynamics, peer = arm
     model = peer.with_payload(None, None)
     model.gravity = pin.Motion(np.array(gravity), np.zeros(3))
+    full = every_joint(peer, ARMS[name])
+    full_model = full.with_payload(None, None)
     for q, qd, qdd in random_states(dynamics.tree, seed=len(name)):
         close(dynamics.rnea(q, qd, qdd, gravity=gravity), peer.rnea(model, q, qd, qdd))
         close(dynamics.gravity(q, gravity=gravity), peer.gravity(model, q))
         close(dynamics.mass_matrix(q), peer.mass_matrix(model, q))
+        close(dynamics.coriolis_matrix(q, qd), coriolis_matrix_of(full, full_model, q, qd))
 
 
 @pytest.mark.parametrize("name", sorted(PAYLOAD_LINKS))
@@ -104,10 +112,13 @@ def test_against_pinocchio_with_a_payload(name: str, which: int) -> None:
     load = Inertial(2.5, (0.03, -0.02, 0.08), (0.011, 0.001, -0.002, 0.014, 0.0015, 0.009))
     payload = dynamics.payload(link, load)
     model = peer.with_payload(link, load)
+    full = every_joint(peer, ARMS[name])
+    full_model = full.with_payload(link, load)
     for q, qd, qdd in random_states(tree, seed=7 + which):
         close(dynamics.rnea(q, qd, qdd, payload), peer.rnea(model, q, qd, qdd))
         close(dynamics.gravity(q, payload), peer.gravity(model, q))
         close(dynamics.mass_matrix(q, payload), peer.mass_matrix(model, q))
+        close(dynamics.coriolis_matrix(q, qd, payload), coriolis_matrix_of(full, full_model, q, qd))
 
 
 def test_a_point_mass_payload_on_the_ur5_tool_changes_the_shoulder_torque() -> None:

@@ -2,11 +2,14 @@
 matrix is symmetric positive definite and is what inverse dynamics says it is; the kinetic energy
 it gives equals the sum over links of ½ m v² + ½ ωᵀ I ω from the Jacobians; gravity torques are
 the gradient of the potential energy from forward kinematics; power balances; a mimic joint folds
-into its driver; a payload is the same as that much more inertial on its link."""
+into its driver; a payload is the same as that much more inertial on its link; the Coriolis
+matrix gives the bias torques and the rate of the mass matrix."""
 
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -107,6 +110,28 @@ def test_the_mass_matrix_is_symmetric_positive_definite_and_inverse_dynamics(
 @pytest.mark.parametrize("name", NAMES)
 @settings(max_examples=10, deadline=None)
 @given(data=st.data())
+def test_the_coriolis_matrix_gives_the_bias_and_the_rate_of_the_mass_matrix(
+    name: str, data: st.DataObject
+) -> None:
+    """C q̇ = rnea(q, q̇, 0) - g(q), and Ṁ = C + Cᵀ (Ṁ by central differences along q̇)."""
+    dynamics = dynamics_of(name)
+    q, qd, _ = state(dynamics.tree, data)
+    payload = dynamics.payload(PAYLOAD_LINK[name], LOAD)
+    C = dynamics.coriolis_matrix(q, qd, payload)
+    bias = dynamics.rnea(q, qd, np.zeros_like(qd), payload) - dynamics.gravity(q, payload)
+    size = float(np.max(np.abs(dynamics.rnea(q, qd, np.zeros_like(qd), payload))))
+    np.testing.assert_allclose(C @ qd, bias, rtol=0, atol=1e-12 * size + 1e-12)
+    h = 1e-6
+    rate = dynamics.mass_matrix(q + h * qd, payload) - dynamics.mass_matrix(q - h * qd, payload)
+    rate /= 2 * h
+    # central differences: truncation ~h² and rounding ~1e-16 |M| / h
+    scale = float(np.max(np.abs(C))) + float(np.max(np.abs(dynamics.mass_matrix(q, payload))))
+    np.testing.assert_allclose(rate, C + C.T, rtol=0, atol=1e-7 * scale)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
 def test_kinetic_energy_matches_the_links_moving_as_the_jacobians_say(
     name: str, data: st.DataObject
 ) -> None:
@@ -197,6 +222,8 @@ def test_mimic_joints_fold_into_their_driver(name: str) -> None:
         np.testing.assert_allclose(dynamics.rnea(q, qd, qdd), tau, rtol=1e-12, atol=1e-12)
         M = G.T @ free.mass_matrix(q_all) @ G
         np.testing.assert_allclose(dynamics.mass_matrix(q), M, rtol=1e-12, atol=1e-13)
+        C = G.T @ free.coriolis_matrix(q_all, G @ qd) @ G
+        np.testing.assert_allclose(dynamics.coriolis_matrix(q, qd), C, rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("name", ["ur5", "panda", "features"])
@@ -259,3 +286,29 @@ def test_invalid_inputs_are_refused_with_what_was_expected() -> None:
     other = dynamics_of("ur5").payload("tool0", LOAD)
     with pytest.raises(KinematicsError, match="was made for model 'ur5'"):
         panda.gravity(np.zeros(8), other)
+
+
+def test_out_arrays_receive_the_same_results() -> None:
+    panda = dynamics_of("panda")
+    q, qd, qdd = np.linspace(-1, 1, 8), np.linspace(2, -1, 8), np.linspace(0.5, -0.3, 8)
+    tau, M = np.full(8, np.nan), np.full((8, 8), np.nan)
+    assert panda.rnea(q, qd, qdd, out=tau) is tau
+    assert tau.tolist() == panda.rnea(q, qd, qdd).tolist()
+    assert panda.gravity(q, out=tau) is tau
+    assert tau.tolist() == panda.gravity(q).tolist()
+    assert panda.mass_matrix(q, out=M) is M
+    assert M.tolist() == panda.mass_matrix(q).tolist()
+    assert panda.coriolis_matrix(q, qd, out=M) is M
+    assert M.tolist() == panda.coriolis_matrix(q, qd).tolist()
+    with pytest.raises(KinematicsError, match=r"out must be .* of shape \(8, 8\)"):
+        panda.mass_matrix(q, out=np.empty((8, 8), dtype=np.float32))
+
+
+def test_the_example_of_docs_dynamics_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "docs" / "dynamics.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks
+    monkeypatch.chdir(root)  # the example loads config/robots/ur5.urdf as the README's do
+    for block in blocks:
+        exec(compile(block, "docs/dynamics.md", "exec"), {})

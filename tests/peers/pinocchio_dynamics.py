@@ -35,8 +35,12 @@ class PinocchioArm:
     native_mimic: bool  # Pinocchio's own mimic joints (else G folds them)
 
     @classmethod
-    def load(cls, path: Path, tree: KinematicTree) -> PinocchioArm:
-        mimics = any(isinstance(link.motor, JointMotor) and link.motor.mimic for link in tree.links)
+    def load(cls, path: Path, tree: KinematicTree, *, native_mimic: bool = True) -> PinocchioArm:
+        """Pinocchio's model of `path`, with its own mimic joints when `native_mimic` and its
+        parser accepts them (else every joint is a DOF, mapped through G)."""
+        mimics = native_mimic and any(
+            isinstance(link.motor, JointMotor) and link.motor.mimic for link in tree.links
+        )
         try:
             model, native = pin.buildModelFromUrdf(str(path), mimic=mimics), mimics
         except ValueError:  # "The parent joint of the mimic joint is not in the kinematic tree"
@@ -83,6 +87,18 @@ class PinocchioArm:
         upper = pin.crba(model, data, self.configuration(q))  # the upper triangle is filled
         full = np.triu(upper) + np.triu(upper, 1).T
         return self.G.T @ full @ self.G
+
+
+def coriolis_matrix_of(
+    arm: PinocchioArm, model: pin.Model, q: np.ndarray, qd: np.ndarray
+) -> np.ndarray:
+    """Pinocchio's `computeCoriolisMatrix` on armd's degrees of freedom (``Gᵀ C G``). Pass an
+    arm loaded without native mimic joints: Pinocchio 4.1's Coriolis matrix of a model with its
+    own mimic joints disagrees with its own RNEA (C q̇ is not its bias torque)."""
+    assert not arm.native_mimic
+    data = model.createData()
+    C = pin.computeCoriolisMatrix(model, data, arm.configuration(q), arm.G @ qd)
+    return arm.G.T @ C @ arm.G
 
 
 def _drivers(tree: KinematicTree) -> dict[str, tuple[str, float, float]]:
