@@ -13,7 +13,7 @@ The model (conventions written once, here):
   (``τ = Gᵀ τ_joints``, ``M = Gᵀ M_joints G``): the dynamics of the degrees of freedom.
 - ``gravity``: the gravity acceleration in the root frame, m/s², default ``[0, 0, -9.81]``.
 - A `Payload` is a rigid load on one link (its inertial in that link's frame); it changes at run
-  time, the model never does: build a new one (`Dynamics.payload`, microseconds) when it changes.
+  time, the model never does: build a new one (`Dynamics.payload`, ~0.1 ms) when it changes.
 
     τ = M(q) q̈ + C(q, q̇) q̇ + g(q),   `rnea(q, qd, qdd)` = τ,   `gravity(q)` = g(q),
     `mass_matrix(q)` = M(q),   `coriolis_matrix(q, qd)` = C(q, q̇)
@@ -37,7 +37,7 @@ from kinematics.motors import JointMotor
 from kinematics.pose import Pose
 from kinematics.tree import KinematicTree
 
-__all__ = ["STANDARD_GRAVITY", "Dynamics", "Payload"]
+__all__ = ["STANDARD_GRAVITY", "Body", "Dynamics", "Payload"]
 
 Array = NDArray[np.float64]
 _F64 = np.dtype(np.float64)
@@ -136,7 +136,7 @@ def _frozen(arr: Array) -> Array:
 
 class Dynamics:
     """The rigid-body dynamics of an immutable tree (see the module's docstring for units,
-    frames and order). Built once (microseconds per link); the kernels load on first use.
+    frames and order). Built once (~2 ms for the Panda); the kernels load on first use.
 
     Every method takes ``payload`` (a `Payload` of this model, or None), ``gravity`` (3,) in
     the root frame, m/s² (None: this model's `gravity_acceleration`) and ``out`` (an array to
