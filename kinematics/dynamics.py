@@ -248,10 +248,20 @@ class Dynamics:
     ) -> Array:
         """g(q) (dof,): the joint torques (N·m) and forces (N) that hold the tree still at q.
         Written into `out` (dof,) when given."""
-        q = self._vector(q, "q")
-        tau = self._out(out, self._shape)
+        if not (  # the common case checked inline: gravity compensation runs at the loop's rate
+            q.__class__ is np.ndarray
+            and q.dtype is _F64
+            and q.shape == self._shape
+            and q.flags.c_contiguous
+        ):
+            q = self._vector(q, "q")
+        tau = np.empty(self._shape) if out is None else self._out(out, self._shape)
         if not self.kernels.gravity_torques(
-            self._packed, q, self._g(gravity), self._payload_row(payload), tau
+            self._packed,
+            q,
+            self.gravity_acceleration if gravity is None else self._gravity_vector(gravity),
+            self._no_payload if payload is None else self._payload_row(payload),
+            tau,
         ):
             raise self._not_finite(q)
         return tau

@@ -137,13 +137,25 @@ def test_a_point_mass_payload_on_the_ur5_tool_changes_the_shoulder_torque() -> N
     assert change[1] == pytest.approx(float(axis @ lever), rel=1e-12, abs=1e-12)
 
 
-def test_mimic_joints_fold_into_their_driver_as_pinocchio_does() -> None:
-    """Where Pinocchio's parser takes the mimic joints (Panda, TIAGo Pro, the feature tree) its
-    own mimic joints are compared; TALOS's it refuses, so there every joint is Pinocchio's DOF
-    and armd's are mapped in through G: both ways are exercised by `arm`."""
-    natives = {}
-    for name in ("panda", "tiago_pro", "features", "talos"):
-        tree = KinematicTree.load(ARMS[name])
-        assert any(isinstance(link.motor, JointMotor) and link.motor.mimic for link in tree.links)
-        natives[name] = PinocchioArm.load(ARMS[name], tree).native_mimic
-    assert natives == {"panda": True, "tiago_pro": True, "features": True, "talos": False}
+@pytest.mark.parametrize("name", ["panda", "tiago_pro", "features", "talos"])
+def test_mimic_joints_are_compared_both_ways(name: str) -> None:
+    """Pinocchio's own mimic joints where its parser takes them (Panda, TIAGo Pro, the feature
+    tree; TALOS's it refuses), and always every joint as Pinocchio's DOF with armd's mapped in
+    through G (the Coriolis matrix is compared so): the mimic joints' columns of G carry their
+    multipliers."""
+    tree = KinematicTree.load(ARMS[name])
+    mimics = {
+        str(link.joint_name): link.motor.mimic
+        for link in tree.links
+        if isinstance(link.motor, JointMotor) and link.motor.mimic
+    }
+    assert mimics
+    native = PinocchioArm.load(ARMS[name], tree)
+    assert native.native_mimic == (name != "talos")
+    full = PinocchioArm.load(ARMS[name], tree, native_mimic=False)
+    for joint, mimic in mimics.items():
+        row = full.model.joints[full.model.getJointId(joint)].idx_v
+        column = tree.joint_names.index(mimic.joint)
+        assert full.G[row].tolist() == [
+            mimic.multiplier if k == column else 0.0 for k in range(tree.dof)
+        ]
