@@ -1,9 +1,11 @@
 """Pure kinematics for armd: dual quaternions, kinematic trees, forward kinematics, Jacobians,
-inverse kinematics and joint limits. Imports only numpy and numba; no I/O besides model files."""
+inverse kinematics, joint limits, link inertials and rigid-body dynamics (`kinematics.dynamics`).
+Imports only numpy and numba; no I/O besides model files."""
 
-from kinematics.errors import KinematicsError, ModelError, UnknownNameError
+from kinematics.errors import InertialError, KinematicsError, ModelError, UnknownNameError
 from kinematics.ik import IKOptions, IKResult
 from kinematics.ik import solve as solve_ik
+from kinematics.inertial import Inertial
 from kinematics.limits import JointLimit, JointLimits, LimitViolation
 from kinematics.loaders import load_tree, save_tree
 from kinematics.motors import ConstantMotor, JointMotor, Link, Mimic, Motor
@@ -15,6 +17,8 @@ __all__ = [
     "ConstantMotor",
     "IKOptions",
     "IKResult",
+    "Inertial",
+    "InertialError",
     "JointLimit",
     "JointLimits",
     "JointMotor",

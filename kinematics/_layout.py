@@ -32,3 +32,21 @@ P_METHOD, P_ORIENT_WEIGHT, P_MAX_ITER, P_POS_TOL, P_ROT_TOL, P_NULL_GAIN, P_LAMB
 P_MAX_CHANGE = 7
 N_PARAMS = 8
 I_POS_ERR, I_ROT_ERR, I_ITERATIONS, I_CONVERGED = range(4)
+
+# Dynamics (`kinematics._dynamics_kernels`): one row of `D_ROW` columns per *body*, a joint link
+# with every link fixed to it through constant motors, in topological order. KIND, QIDX, SCALE,
+# OFFSET and AXIS are the columns of a motor row; then
+#
+#     D_PARENT  row of the parent body (-1: the body hangs from the root, which does not move)
+#     D_ROT     9 columns: rotation of the joint origin in the parent body's frame, row-major
+#     D_POS     3 columns: position of the joint origin in the parent body's frame, m
+#     D_MASS    kg
+#     D_H       3 columns: first moment, mass × centre of mass in the body's frame, kg·m
+#     D_IBAR    6 columns: rotational inertia about the body's origin, body axes, kg·m²,
+#               (ixx, ixy, ixz, iyy, iyz, izz)
+#
+# A payload is a `P_ROW` array: the body it rides on (-1: none) then D_MASS..D_IBAR's 10 values.
+D_PARENT, D_ROT, D_POS, D_MASS, D_H, D_IBAR = 7, 8, 17, 20, 21, 24
+D_ROW = 30
+P_BODY, P_MASS, P_H, P_IBAR = 0, 1, 2, 5
+P_ROW = 11

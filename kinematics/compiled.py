@@ -1,4 +1,5 @@
-"""The compiled kernels behind FK, Jacobians and IK, loaded when first needed, not on import.
+"""The compiled kernels behind FK, Jacobians, IK and dynamics, loaded when first needed, not on
+import.
 
 Importing `kinematics` and loading a model import no numba and compile nothing: a tree loads the
 kernels the first time it computes (FK, a Jacobian, IK), or when a program calls `load_kernels`
@@ -48,12 +49,26 @@ class Kernels:
     jacobian_batch: Kernel
     tree_fk: Kernel
     ik_attempt: Kernel
+    gravity_torques: Kernel
+    rnea: Kernel
+    mass_matrix: Kernel
+    coriolis_matrix: Kernel
 
 
 def _entries() -> dict[str, tuple[Any, Any]]:
-    from kinematics import _ik_kernels, _kernels  # noqa: PLC0415 (imports numba: only when used)
+    from kinematics import (  # noqa: PLC0415 (imports numba: only when used)
+        _coriolis_kernels,
+        _dynamics_kernels,
+        _ik_kernels,
+        _kernels,
+    )
 
-    return {**_kernels.ENTRIES, **_ik_kernels.ENTRIES}
+    return {
+        **_kernels.ENTRIES,
+        **_ik_kernels.ENTRIES,
+        **_dynamics_kernels.ENTRIES,
+        **_coriolis_kernels.ENTRIES,
+    }
 
 
 def cache_dir() -> str:

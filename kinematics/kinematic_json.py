@@ -26,7 +26,11 @@ Compatible extensions (a file using none of them is a plain file):
   identity when absent);
 - revolute/prismatic ``properties.joint``: the joint's name when it differs from the link's name;
 - revolute/prismatic ``properties.mimic``: ``{"joint": name, "multiplier": 1.0, "offset": 0.0}`` —
-  this joint's value is ``multiplier * q[joint] + offset`` and it adds no degree of freedom.
+  this joint's value is ``multiplier * q[joint] + offset`` and it adds no degree of freedom;
+- link ``"inertial"``: ``{"mass": kg, "com": [x, y, z], "inertia": [ixx, ixy, ixz, iyy, iyz,
+  izz]}`` — the link's mass, its centre of mass in the link's frame (m, default 0) and its
+  rotational inertia about the centre of mass in the link's axes (kg·m², default 0), checked as
+  `kinematics.inertial` says; a link without it is massless.
 
 Strictness: unknown keys are errors (a typo must not be silently ignored); numbers must be finite
 JSON numbers (not booleans, strings, NaN or Infinity). Every error is a `ModelError` naming the
@@ -49,7 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from kinematics.errors import ModelError
+from kinematics.errors import InertialError, ModelError
+from kinematics.inertial import Inertial
 from kinematics.limits import JointLimit
 from kinematics.motors import ConstantMotor, JointMotor, Link, Mimic, Motor
 from kinematics.pose import Pose
@@ -58,7 +63,8 @@ from kinematics.tree import KinematicTree
 
 __all__ = ["tree_from_dict", "tree_to_dict"]
 
-_LINK_KEYS = ("name", "parent", "motor")
+_LINK_KEYS = ("name", "parent", "motor", "inertial")
+_INERTIAL_KEYS = ("mass", "com", "inertia")
 _MOTOR_KEYS = ("type", "properties")
 _MOTOR_TYPES = ("constant", "revolute", "prismatic")
 _JOINT_KEYS = ("axis", "limits", "pose", "joint", "mimic")
@@ -180,6 +186,22 @@ def _mimic(value: object, at: _At) -> Mimic:
     return Mimic(joint, multiplier, offset)
 
 
+def _inertial(value: object, at: _At) -> Inertial:
+    data = _object(value, at, _INERTIAL_KEYS, ("mass",))
+    mass = _number(data["mass"], at / "mass")
+    com = _vector3(data["com"], at / "com") if "com" in data else (0.0, 0.0, 0.0)
+    inertia = data.get("inertia", [0.0] * 6)
+    values = [_finite(v) for v in inertia] if isinstance(inertia, list) else []
+    if len(values) != 6 or None in values:
+        raise (at / "inertia").error(
+            f"{_show(inertia)} must be a list of 6 finite numbers [ixx, ixy, ixz, iyy, iyz, izz]"
+        )
+    try:
+        return Inertial(mass, com, tuple(values))  # type: ignore[arg-type]
+    except InertialError as exc:
+        raise InertialError(f"{at.link}: {at.key}: {exc}") from None
+
+
 def _motor(value: object, at: _At) -> Motor:
     data = _object(value, at, _MOTOR_KEYS, _MOTOR_KEYS)
     kind = data["type"]
@@ -216,7 +238,8 @@ def _link(value: object, index: int) -> Link:
     parent = data.get("parent")
     if "parent" in data and (not isinstance(parent, str) or not parent):
         raise (at / "parent").error(f"{_show(parent)} must be a link name (omit it for the root)")
-    return Link(name, parent, _motor(data["motor"], at / "motor"))
+    inertial = _inertial(data["inertial"], at / "inertial") if "inertial" in data else None
+    return Link(name, parent, _motor(data["motor"], at / "motor"), inertial)
 
 
 def _check_mimics(links: list[Link]) -> None:
@@ -265,7 +288,7 @@ def tree_from_dict(data: object, *, source: str = "", name: str = "") -> Kinemat
     except ModelError as exc:
         if not source:
             raise
-        raise ModelError(f"{source}: {exc}") from exc
+        raise type(exc)(f"{source}: {exc}") from exc
 
 
 # -- export -------------------------------------------------------------------------------------
@@ -322,6 +345,12 @@ def tree_to_dict(tree: KinematicTree, *, include_name: bool = True) -> dict[str,
         if link.parent is not None:
             entry["parent"] = link.parent
         entry["motor"] = _motor_to_dict(link)
+        if link.inertial is not None:
+            entry["inertial"] = {
+                "mass": link.inertial.mass,
+                "com": list(link.inertial.com),
+                "inertia": list(link.inertial.inertia),
+            }
         links.append(entry)
     doc: dict[str, Any] = {}
     if include_name and tree.name:

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kinematics.errors import ModelError
+from kinematics.inertial import Inertial
 from kinematics.limits import JointLimit
 from kinematics.pose import Pose
 
@@ -91,11 +92,13 @@ Motor = ConstantMotor | JointMotor
 
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A named link, its parent's name (None for the root) and the motor placing it."""
+    """A named link, its parent's name (None for the root), the motor placing it and its inertial
+    (None: massless, as a URDF link without ``<inertial>``)."""
 
     name: str
     parent: str | None
     motor: Motor = field(default_factory=ConstantMotor)
+    inertial: Inertial | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

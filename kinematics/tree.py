@@ -337,7 +337,7 @@ class KinematicTree:
                     motor.joint_name,
                     motor.mimic,
                 )
-            links.append(Link(link.name, link.parent, motor))
+            links.append(Link(link.name, link.parent, motor, link.inertial))
         return KinematicTree(links, name=self.name)
 
     def __repr__(self) -> str:

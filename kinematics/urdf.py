@@ -1,8 +1,14 @@
 """URDF robot descriptions → `KinematicTree`.
 
-Read: the top-level ``<link name>`` and ``<joint>`` children of ``<robot name>`` (the model's name);
-everything else (inertials, geometry, ``<transmission>``, ``<gazebo>``, dynamics, safety
-controllers) is ignored, including the ``<joint>`` elements nested in transmissions.
+Read: the top-level ``<link name>`` (with its ``<inertial>``) and ``<joint>`` children of
+``<robot name>`` (the model's name); everything else (geometry, ``<transmission>``, ``<gazebo>``,
+joint dynamics, safety controllers) is ignored, including the ``<joint>`` elements nested in
+transmissions.
+
+Inertials: ``<mass value>`` and ``<inertia ixx ixy ixz iyy iyz izz>`` are required (as urdfdom
+requires them); ``<origin xyz rpy>`` (default 0) places the centre of mass and the frame the tensor
+is given in, which is rotated into the link's axes (`kinematics.inertial`). A link without
+``<inertial>`` is massless. An inertial no rigid body has is refused, naming the link.
 
 Joints: ``fixed`` (a constant motor), ``revolute``, ``continuous`` (a revolute joint with infinite
 position bounds) and ``prismatic``. ``floating`` and ``planar`` are rejected. Each joint's child
@@ -27,7 +33,8 @@ import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from kinematics.errors import ModelError
+from kinematics.errors import InertialError, ModelError
+from kinematics.inertial import Inertial
 from kinematics.limits import JointLimit
 from kinematics.motors import ConstantMotor, JointMotor, Link, Mimic, Motor
 from kinematics.pose import Pose
@@ -37,6 +44,7 @@ from kinematics.tree import KinematicTree
 __all__ = ["tree_from_urdf"]
 
 _SUPPORTED = ("fixed", "revolute", "continuous", "prismatic")
+_INERTIA = ("ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 _UNSUPPORTED = ("floating", "planar")
 
 
@@ -79,8 +87,8 @@ def _float(elem: ET.Element, key: str, where: str, default: float | None) -> flo
     return _floats(text, 1, f"{where}: <{elem.tag} {key}>")[0]
 
 
-def _origin(joint: ET.Element, where: str) -> Pose:
-    elem = joint.find("origin")
+def _origin(parent: ET.Element, where: str) -> Pose:
+    elem = parent.find("origin")
     if elem is None:
         return Pose()
     xyz = _floats(elem.get("xyz", "0 0 0"), 3, f"{where}: <origin xyz>")
@@ -124,6 +132,25 @@ def _mimic(joint: ET.Element, where: str) -> Mimic | None:
         _float(elem, "multiplier", where, 1.0),
         _float(elem, "offset", where, 0.0),
     )
+
+
+def _inertial(link: ET.Element, where: str) -> Inertial | None:
+    """The link's ``<inertial>`` in its own frame, or None when it has none."""
+    elem = link.find("inertial")
+    if elem is None:
+        return None
+    where = f"{where}: <inertial>"
+    mass_elem, inertia_elem = elem.find("mass"), elem.find("inertia")
+    if mass_elem is None or inertia_elem is None:
+        missing = "mass" if mass_elem is None else "inertia"
+        raise ModelError(f"{where}: missing <{missing}> (URDF requires one)")
+    mass = _float(mass_elem, "value", where, None)
+    inertia = tuple(_float(inertia_elem, key, where, None) for key in _INERTIA)
+    try:
+        in_inertial_frame = Inertial(mass, (0.0, 0.0, 0.0), inertia)  # type: ignore[arg-type]
+        return in_inertial_frame.transformed(_origin(elem, where))
+    except InertialError as exc:
+        raise InertialError(f"{where}: {exc}") from None
 
 
 def _link_of(joint: ET.Element, tag: str, where: str) -> str:
@@ -223,9 +250,8 @@ def tree_from_urdf(data: str | bytes, *, source: str = "") -> KinematicTree:
         if robot.tag != "robot":
             raise ModelError(f"the root element is <{robot.tag}>, expected <robot>")
         name = _attr(robot, "name", "robot")
-        link_names = [
-            _attr(e, "name", f"<link> #{i + 1}") for i, e in enumerate(robot.findall("link"))
-        ]
+        link_elems = robot.findall("link")
+        link_names = [_attr(e, "name", f"<link> #{i + 1}") for i, e in enumerate(link_elems)]
         seen: set[str] = set()
         for link in link_names:
             if link in seen:
@@ -238,10 +264,16 @@ def tree_from_urdf(data: str | bytes, *, source: str = "") -> KinematicTree:
                 raise ModelError(f"joint {joint.name!r}: duplicate <joint name>")
         _check_mimics(joints)
         root = _root(link_names, joints, name)
-        links = [Link(root, None)]
-        links += [Link(joint.child, joint.parent, joint.motor) for joint in joints]
+        inertials = {
+            link: _inertial(elem, f"link {link!r}")
+            for link, elem in zip(link_names, link_elems, strict=True)
+        }
+        links = [Link(root, None, inertial=inertials[root])]
+        links += [
+            Link(joint.child, joint.parent, joint.motor, inertials[joint.child]) for joint in joints
+        ]
         return KinematicTree(links, name=name)
     except ModelError as exc:
         if not source:
             raise
-        raise ModelError(f"{source}: {exc}") from exc
+        raise type(exc)(f"{source}: {exc}") from exc

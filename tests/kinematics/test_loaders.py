@@ -271,7 +271,7 @@ ERRORS: list[tuple[str, Edit, str]] = [
     (
         "link not an object",
         lambda d: d["links"].append(5),
-        "links[4]: 5 must be an object with keys name, parent, motor",
+        "links[4]: 5 must be an object with keys name, parent, motor, inertial",
     ),
     ("link without name", lambda d: d["links"][3].pop("name"), "links[3]: missing key 'name'"),
     (
@@ -287,7 +287,7 @@ ERRORS: list[tuple[str, Edit, str]] = [
     (
         "typo in a link key",
         lambda d: d["links"][1].update({"parnet": "base"}),
-        "link 'axis1': unknown key 'parnet' (expected 'name', 'parent', 'motor'); "
+        "link 'axis1': unknown key 'parnet' (expected 'name', 'parent', 'motor', 'inertial'); "
         "did you mean 'parent'?",
     ),
     (
