@@ -56,6 +56,7 @@ __all__ = ["CiA402Driver", "CiA402Params"]
 log = logging.getLogger(__name__)
 
 _LOG_EVERY_S = 5.0
+_DEFAULT_PERIOD_S = 0.01  # s: a cycle's wait for TPDOs when no loop period is given
 _NMT_START = 0x01
 _NMT_OPERATIONAL = 0x05  # the heartbeat's state byte
 
@@ -197,8 +198,8 @@ class CiA402Driver(Driver):
             await link.close()  # stops receiving, shuts the bus down
 
     async def _read(self) -> Mapping[str, DeviceState]:
-        if self._lifecycle is not Lifecycle.ENABLED:
-            await self._poll(self._p.sdo_timeout_s)
+        if self._lifecycle is not Lifecycle.ENABLED:  # a drive that misses a period is stale
+            await self._poll(self._p.loop_period_s or _DEFAULT_PERIOD_S)
         now = self.clock()
         timeout_s = self._p.heartbeat_timeout_s
         states: dict[str, DeviceState] = {}
@@ -293,7 +294,7 @@ class CiA402Driver(Driver):
         deadlines = {name: loop.time() + self._p.state_timeout_s for name in todo}
         failures: list[str] = []
         faulted = False
-        wait_s = min(self._p.loop_period_s or 0.01, 0.01)
+        wait_s = min(self._p.loop_period_s or _DEFAULT_PERIOD_S, _DEFAULT_PERIOD_S)
         while todo:
             with self._lock:
                 for name, remaining in todo.items():

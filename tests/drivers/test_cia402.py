@@ -424,3 +424,81 @@ async def test_over_udp_multicast_own_frames_are_ignored() -> None:
             await tick(d, {"shoulder": START[1] + 0.002 * k, "elbow": START[2]})
         await d.disable()
         assert d.stats.corrupt_replies == 0
+
+
+async def test_an_external_sync_producer_drives_the_cycles(channel: str) -> None:
+    p = params(channel, sync="external")
+    async with simulated(channel) as sim:
+        with Spy(channel) as spy:
+            sync = can.Message(arbitration_id=0x080, data=b"", is_extended_id=False)
+            producer = spy.bus.send_periodic(sync, PERIOD_S)  # its frames never reach the spy
+            try:
+                async with CiA402Driver(p) as driver:
+                    await driver.enable()
+                    for k in range(1, 30):
+                        await tick(driver, {"shoulder": START[1] + 0.002 * k})
+                    frames = spy.drain()
+                    assert not [
+                        f for f in frames if f.arbitration_id == 0x080
+                    ]  # no SYNC of its own
+                    assert spy.controlword_changes(frames, 1)[-1] == 0x000F
+                    with sim.drives[1].lock:
+                        assert sim.drives[1].state is State.OPERATION_ENABLED
+            finally:
+                producer.stop()
+
+
+def _fixed_mapping_eds(tmp_path: Path, status_objects: list[int]) -> Path:
+    """The shipped EDS with read-only PDO mappings: TPDO1 `status_objects`, TPDO2 velocity and
+    torque actual, RPDO1 controlword + target, RPDO2 velocity offset (entries as in 0x1A00)."""
+    mappings = {
+        "1A00": status_objects,
+        "1A01": [0x606C0020, 0x60770010],
+        "1600": [0x60400010, 0x607A0020],
+        "1601": [0x60B10020],
+    }
+    text = EDS_PATH.read_text()
+    for index, entries in mappings.items():
+        values = {0: len(entries)} | dict(enumerate(entries, start=1))
+        for sub in range(9):
+            section = rf"\[{index}sub{sub:X}\]\n"
+            text = re.sub(rf"({section}(?:\w.*\n)*?AccessType=)rw", r"\g<1>ro", text)
+            value = f"0x{values.get(sub, 0):08X}" if sub else str(values[0])
+            text = re.sub(rf"({section}(?:\w.*\n)*?DefaultValue=).*", rf"\g<1>{value}", text)
+    path = tmp_path / "fixed.eds"
+    path.write_text(text)
+    return path
+
+
+async def test_a_fixed_mapping_from_the_eds_is_read_and_used(channel: str, tmp_path: Path) -> None:
+    eds = _fixed_mapping_eds(tmp_path, [0x60410010, 0x60640020, 0x603F0010])
+    drives = [SimulatedDrive(drive_config(n), eds=eds) for n in (1, 2)]
+    devices = {
+        "shoulder": {"node_id": 1, "eds": str(eds)},
+        "elbow": {"node_id": 2, "eds": str(eds)},
+    }
+    async with simulated(channel, *drives):
+        with Spy(channel) as spy:
+            async with CiA402Driver(params(channel, devices=devices)) as driver:
+                await driver.enable()
+                for k in range(1, 20):
+                    await tick(driver, {"shoulder": START[1] + 0.002 * k})
+                states = await driver.read()
+            frames = spy.drain()
+        mapping_writes = [k for k in spy.downloads(frames, 1) if 0x1600 <= k[0] < 0x1C00]
+        assert mapping_writes == []  # read, not written
+        assert states["shoulder"].position == pytest.approx(START[1] + 0.038, abs=0.01)
+
+
+async def test_a_fixed_mapping_without_position_actual_fails_open(
+    channel: str, tmp_path: Path
+) -> None:
+    eds = _fixed_mapping_eds(tmp_path, [0x60410010, 0x603F0010])
+    drives = [SimulatedDrive(drive_config(n), eds=eds) for n in (1, 2)]
+    devices = {"shoulder": {"node_id": 1, "eds": str(eds)}}
+    async with simulated(channel, *drives):
+        with pytest.raises(
+            DriverOpenError,
+            match=r"node 1 \(device 'shoulder'\): the drive's fixed TPDO mapping lacks 6064:00",
+        ):
+            await CiA402Driver(params(channel, devices=devices)).open()
