@@ -51,6 +51,9 @@ class CiA402DeviceParams(BaseModel):
         5 ... 8 stay in Quick Stop Active at standstill).
     disable: how `disable()` stops the drive before switching it off: ``quick_stop`` (controlword
         quick stop, 0x605A's reaction) or ``disable_operation`` (0x605C's reaction).
+    velocity_offset: send armd's velocity feed-forward in the velocity offset 0x60B1, in a second
+        RPDO (when the EDS has the object); false: one RPDO per tick, the drive differentiates
+        the targets itself (less bus load: see docs/drivers/cia402.md).
     position_limits: (lower, upper) rad at the motor, written to 0x607D; filled by the control
         loop's wiring (`CiA402Driver.with_loop`), None: the drive's own.
     """
@@ -65,6 +68,7 @@ class CiA402DeviceParams(BaseModel):
     following_error_window: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
     quick_stop_option: int = Field(default=2, ge=0, le=8)
     disable: Literal["quick_stop", "disable_operation"] = "quick_stop"
+    velocity_offset: bool = True
     position_limits: tuple[float, float] | None = None
 
     @model_validator(mode="after")

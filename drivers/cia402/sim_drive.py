@@ -94,6 +94,8 @@ class SimulatedDrive:
         self._clock = clock
         self._pending: dict[int, bytes] = {}  # RPDO number → data latched since the last SYNC
         self._following_since: float | None = None
+        self._layout: dict[int, list[tuple[int, int, int]]] = {}  # PDO mappings, by 0x1600 ...
+        self._cob_ids: dict[int, int | None] = {}  # valid PDO COB-IDs, by 0x1400 / 0x1800 ...
         for sub, value in (
             (1, config.vendor_id),
             (2, config.product_code),
@@ -164,6 +166,9 @@ class SimulatedDrive:
 
     def _on_write(self, index: int, subindex: int, od: ODVariable, data: bytes) -> None:
         with self.lock:
+            if Obj.RPDO_COMM <= index < Obj.TPDO_MAP + 0x200:  # a PDO's parameters change
+                self._layout.clear()
+                self._cob_ids.clear()
             value = int(od.decode_raw(bytes(data))) if len(data) * 8 == len(od) else None
             if index == Obj.CONTROLWORD and value is not None:
                 self._apply_controlword(value)
@@ -333,15 +338,22 @@ class SimulatedDrive:
         return out
 
     def _mapping(self, map_index: int) -> list[tuple[int, int, int]]:
-        entries = (self.value(map_index, k) for k in range(1, self.value(map_index, 0) + 1))
-        return [(e >> 16, (e >> 8) & 0xFF, e & 0xFF) for e in entries if e]
+        """(index, subindex, bits) of each mapped object; cached until a PDO object changes."""
+        cached = self._layout.get(map_index)
+        if cached is None:
+            entries = (self.value(map_index, k) for k in range(1, self.value(map_index, 0) + 1))
+            cached = [(e >> 16, (e >> 8) & 0xFF, e & 0xFF) for e in entries if e]
+            self._layout[map_index] = cached
+        return cached
 
     def _mapped_bits(self, map_index: int) -> int:
         return sum(bits for _, _, bits in self._mapping(map_index))
 
     def _cob_id(self, comm_index: int) -> int | None:
-        raw = self.value(comm_index, 1)
-        return None if raw & 0x80000000 else raw & 0x7FF
+        if comm_index not in self._cob_ids:
+            raw = self.value(comm_index, 1)
+            self._cob_ids[comm_index] = None if raw & 0x80000000 else raw & 0x7FF
+        return self._cob_ids[comm_index]
 
 
 def _entry(od: canopen.ObjectDictionary, index: int, subindex: int) -> ODVariable:

@@ -9,9 +9,10 @@
    read for the units;
 4. PDO mapping with canopen's `PdoMap` (clear, add, save): RPDO1 controlword + target position
    (+ torque offset 0x60B2 when the EDS has it), RPDO2 velocity offset 0x60B1 (when the EDS has
-   it), TPDO1 statusword + position actual + error code, TPDO2 velocity actual + torque actual,
-   all synchronous (transmission type 1), the other PDOs invalidated. An EDS whose mapping
-   entries are read-only keeps the drive's fixed mapping, read back and checked for the objects
+   it and ``velocity_offset`` is on), TPDO1 statusword + position actual + error code, TPDO2
+   velocity actual + torque actual, all synchronous (transmission type 1), the other PDOs
+   invalidated. An EDS whose mapping entries are read-only keeps the drive's fixed mapping, read
+   back and checked for the objects
    the driver needs.
 
 Step 5, NMT Operational, is the driver's (all nodes together). Every failure is a
@@ -207,7 +208,8 @@ def _map_pdos(record: DriveRecord) -> None:
         command = [Obj.CONTROLWORD, Obj.TARGET_POSITION]
         if _has(record, Obj.TORQUE_OFFSET):
             command.append(Obj.TORQUE_OFFSET)
-        plan_r = [command] + ([[Obj.VELOCITY_OFFSET]] if _has(record, Obj.VELOCITY_OFFSET) else [])
+        offset = record.params.velocity_offset and _has(record, Obj.VELOCITY_OFFSET)
+        plan_r = [command] + ([[Obj.VELOCITY_OFFSET]] if offset else [])
         _save(record, rpdos, plan_r, COB_RPDO)
         _save(record, tpdos, [list(_STATUS_OBJECTS), list(_MOTION_OBJECTS)], COB_TPDO)
     record.command_pdos = [m for m in rpdos.values() if m.enabled]

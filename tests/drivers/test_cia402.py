@@ -192,8 +192,17 @@ async def test_enable_starts_from_the_measured_position(channel: str) -> None:
         assert all(s.enabled for s in states.values())
 
 
-async def test_every_tick_is_one_rpdo_per_node_then_one_sync(channel: str) -> None:
-    async with simulated(channel), CiA402Driver(params(channel)) as driver:
+@pytest.mark.parametrize(
+    ("velocity_offset", "pdos"), [(True, [0x201, 0x202, 0x301, 0x302]), (False, [0x201, 0x202])]
+)
+async def test_every_tick_is_the_rpdos_of_every_node_then_one_sync(
+    channel: str, velocity_offset: bool, pdos: list[int]
+) -> None:
+    devices = {
+        name: {"node_id": node, "velocity_offset": velocity_offset}
+        for name, node in (("shoulder", 1), ("elbow", 2))
+    }
+    async with simulated(channel), CiA402Driver(params(channel, devices=devices)) as driver:
         await driver.enable()
         with Spy(channel) as spy:
             for _ in range(20):
@@ -201,8 +210,8 @@ async def test_every_tick_is_one_rpdo_per_node_then_one_sync(channel: str) -> No
             frames = spy.drain()
         cycles = spy.cycles(frames)
         assert len(cycles) == 20
-        for cycle in cycles:  # RPDO1 and RPDO2 of both nodes, then the SYNC that applies them
-            assert sorted(cycle) == [0x201, 0x202, 0x301, 0x302]
+        for cycle in cycles:  # the RPDOs of both nodes, then the SYNC that applies them
+            assert sorted(cycle) == pdos
 
 
 async def test_moves_follow_the_targets(channel: str) -> None:
