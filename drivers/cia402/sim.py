@@ -46,6 +46,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_RX_POLL_S = 0.02  # s: how long closing may wait for canopen's receiver thread
 _NMT_RESET = 0x81
 _NMT_PRE_OPERATIONAL = 0x80
 
@@ -62,6 +63,7 @@ class SimulatedCiA402Bus:
         if len(self.drives) != len(drives):
             raise ValueError(f"duplicate node ids in {[d.node_id for d in drives]}")
         self.network = canopen.Network(bus)
+        self.network.NOTIFIER_CYCLE = _RX_POLL_S
         self.network.listeners = [_Gate(self)]
         for drive in drives:
             self.network.add_node(drive.node)

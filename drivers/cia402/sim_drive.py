@@ -18,8 +18,8 @@ transfers), its NMT slave (boot-up, NMT commands, the heartbeat producer started
 
 Fault injection (hold `lock`): `inject_fault(0x2310)` (over-current, any CiA 402 error code)
 latches a fault and sends its EMCY; ``motor.faults.stuck = True`` makes the following error
-trip; `lose_heartbeat()` stops the heartbeat (PDOs go on); ``faults.silent`` makes the drive
-deaf and mute. Frames the drive cannot parse are counted in `malformed_frames`.
+trip; `lose_heartbeat()` stops the heartbeat (PDOs go on); `disconnect()` makes the drive deaf
+and mute. Frames the drive cannot parse are counted in `malformed_frames`.
 """
 
 from __future__ import annotations
@@ -143,10 +143,16 @@ class SimulatedDrive:
         self.motor.disable()
         self.state = State.FAULT
         self._following_since = None
-        self.node.emcy.send(code, self._error_register())
+        if not self.faults.silent:
+            self.node.emcy.send(code, self._error_register())
 
     def lose_heartbeat(self) -> None:
         """The heartbeat stops; everything else goes on."""
+        self.node.nmt.stop_heartbeat()
+
+    def disconnect(self) -> None:
+        """The drive goes deaf and mute (a cable pulled): no heartbeat, no answer, no PDO."""
+        self.faults.silent = True
         self.node.nmt.stop_heartbeat()
 
     def _error_register(self) -> int:
