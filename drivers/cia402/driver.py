@@ -39,7 +39,7 @@ from drivers.can_link import BusFactory, make_bus, open_bus
 from drivers.cia402 import plans, startup
 from drivers.cia402.drive import DriveRecord
 from drivers.cia402.link import CanOpenLink
-from drivers.cia402.objects import COB_EMCY, COB_HEARTBEAT, COB_SDO_TX, State
+from drivers.cia402.objects import State
 from drivers.cia402.params import CiA402Params
 from drivers.errors import (
     DeviceFaultError,
@@ -113,10 +113,10 @@ class CiA402Driver(Driver):
         p = self._p
         records = {name: DriveRecord.load(name, device) for name, device in p.devices.items()}
         bus = await open_bus(self._bus_factory, timeout_s=p.open_timeout_s, label=self.bus_label)
-        link = CanOpenLink(bus, self._lock, self._on_malformed)
+        link = CanOpenLink(bus, self._lock, self.clock, self._on_malformed)
         self._link, self._records = link, records
         for record in records.values():
-            self._attach(link, record)
+            link.attach(record, self._p.sdo_timeout_s)
         link.start()
         try:
             await self._start_up()
@@ -133,12 +133,8 @@ class CiA402Driver(Driver):
         self._raise_all(results, DriverOpenError, "cannot open")
         link = self._open_link()
         for record in records:
-            self._controlwords[record.name] = 0
-            self._offsets[record.name] = 0
-            for pdo in record.node.tpdo.values():
-                if pdo.enabled:
-                    link.expect(pdo.cob_id, record, math.ceil(pdo.length / 8))
-                    pdo.add_callback(self._tpdo_callback(record))
+            self._controlwords[record.name] = self._offsets[record.name] = 0
+            link.follow_tpdos(record)
         for record in records:
             link.send(0x000, bytes([_NMT_START, record.node_id]))
 
@@ -162,14 +158,20 @@ class CiA402Driver(Driver):
                 self._targets[record.name] = record.position
 
     async def _enable(self) -> None:
+        now, timeout_s = self.clock(), self._p.heartbeat_timeout_s
         with self._lock:
-            faults = [r.fault for r in self._records.values() if r.fault is not None]
+            faults = [r.fault.message for r in self._records.values() if r.fault is not None]
+            lost = [r.label for r in self._records.values() if now - r.heartbeat_time > timeout_s]
             for record in self._records.values():
                 self._targets[record.name] = record.position
                 self._offsets[record.name] = 0
         if faults:
-            message = "; ".join(f.message for f in faults if f is not None)
-            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {message}")
+            raise DeviceFaultError(f"{self.bus_label}: cannot enable: {'; '.join(faults)}")
+        if lost:
+            silent = ", ".join(lost)
+            raise DriverTimeoutError(
+                f"{self.bus_label}: cannot enable: no heartbeat for {timeout_s} s from {silent}"
+            )
         try:
             await self._walk({n: plans.enable_steps() for n in self._records}, "enable", True)
             records = list(self._records.values())
@@ -179,8 +181,9 @@ class CiA402Driver(Driver):
             )
             self._raise_all(held, DriverIOError, "cannot enable")
             with self._lock:
-                for record, position in zip(records, held, strict=True):
-                    self._targets[record.name] = int(position)  # type: ignore[arg-type]
+                self._targets.update(
+                    (r.name, p) for r, p in zip(records, held, strict=True) if isinstance(p, int)
+                )
             await self._walk({n: plans.operation_step() for n in self._records}, "enable", True)
         except DriverError:
             with contextlib.suppress(DriverError):
@@ -248,7 +251,7 @@ class CiA402Driver(Driver):
 
     # -- cycles ---------------------------------------------------------------------------------
 
-    def _cycle(self, sync: bool = True) -> None:
+    def _cycle(self) -> None:
         """Every drive's RPDOs with its controlword and target, then one SYNC. Raises
         DriverIOError."""
         with self._lock:
@@ -266,7 +269,7 @@ class CiA402Driver(Driver):
         try:
             for pdo in pdos:
                 pdo.transmit()
-            if sync and self._p.sync == "produce":
+            if self._p.sync == "produce":
                 self._open_link().sync()
         except (can.CanError, OSError, ValueError) as exc:
             self._count(None, "io_errors", f"{self.bus_label}: send failed: {exc}")
@@ -338,36 +341,6 @@ class CiA402Driver(Driver):
 
     def _on_malformed(self, record: DriveRecord, message: str) -> None:
         self._count(record.name, "corrupt_replies", message)
-
-    def _tpdo_callback(self, record: DriveRecord) -> Callable[[Any], None]:
-        def on_tpdo(pdo: Any) -> None:
-            now = self.clock()
-            with self._lock:
-                if pdo is record.status_pdo:
-                    record.on_status(now)
-                else:
-                    record.on_motion(now)
-
-        return on_tpdo
-
-    def _attach(self, link: CanOpenLink, record: DriveRecord) -> None:
-        node, i = record.node, record.node_id
-        node.sdo.RESPONSE_TIMEOUT = self._p.sdo_timeout_s
-        link.network.add_node(node)
-
-        def on_heartbeat(state: int) -> None:
-            now = self.clock()
-            with self._lock:
-                record.on_heartbeat(state, now)
-
-        def on_emcy(error: Any) -> None:
-            with self._lock:
-                record.on_emcy(error)
-
-        node.nmt.add_heartbeat_callback(on_heartbeat)
-        node.emcy.add_callback(on_emcy)
-        for cob_id, length in ((COB_HEARTBEAT + i, 1), (COB_EMCY + i, 8), (COB_SDO_TX + i, 8)):
-            link.expect(cob_id, record, length)
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import threading
 from collections.abc import Callable
 
 import can
 import canopen
+from canopen.emcy import EmcyError
 from canopen.network import MessageListener
+from canopen.pdo import PdoMap
 
+from drivers.base import Clock
 from drivers.cia402.drive import DriveRecord
+from drivers.cia402.objects import COB_EMCY, COB_HEARTBEAT, COB_SDO_TX
 
 __all__ = ["CanOpenLink"]
 
@@ -55,8 +60,11 @@ class CanOpenLink:
     """An open bus as a canopen network. `lock` guards what the consumers store; `start()` on the
     event loop that will `wait`; `close()` stops receiving and shuts the bus down."""
 
-    def __init__(self, bus: can.BusABC, lock: threading.Lock, on_malformed: MalformedHandler):
+    def __init__(
+        self, bus: can.BusABC, lock: threading.Lock, clock: Clock, on_malformed: MalformedHandler
+    ) -> None:
         self.network = _Network(bus)
+        self._clock = clock
         self.network.NOTIFIER_CYCLE = _NOTIFIER_POLL_S
         self.network.listeners = [_Gate(self)]
         self._lock = lock
@@ -65,6 +73,44 @@ class CanOpenLink:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
         self._waiters = 0
+
+    def attach(self, record: DriveRecord, sdo_timeout_s: float) -> None:
+        """Add the drive's node; its heartbeats and EMCYs are stored in the record (with the
+        clock's time), and its SDO answers, heartbeats and EMCYs let through."""
+        node, i = record.node, record.node_id
+        node.sdo.RESPONSE_TIMEOUT = sdo_timeout_s
+        self.network.add_node(node)
+
+        def on_heartbeat(state: int) -> None:
+            now = self._clock()
+            with self._lock:
+                record.on_heartbeat(state, now)
+
+        def on_emcy(error: EmcyError) -> None:
+            with self._lock:
+                record.on_emcy(error)
+
+        node.nmt.add_heartbeat_callback(on_heartbeat)
+        node.emcy.add_callback(on_emcy)
+        for cob_id, length in ((COB_HEARTBEAT + i, 1), (COB_EMCY + i, 8), (COB_SDO_TX + i, 8)):
+            self.expect(cob_id, record, length)
+
+    def follow_tpdos(self, record: DriveRecord) -> None:
+        """Once the drive's TPDOs are mapped: let them through (at their length) into the
+        record."""
+
+        def on_tpdo(pdo: PdoMap) -> None:
+            now = self._clock()
+            with self._lock:
+                if pdo is record.status_pdo:
+                    record.on_status(now)
+                else:
+                    record.on_motion(now)
+
+        for pdo in record.node.tpdo.values():
+            if pdo.enabled:
+                self.expect(pdo.cob_id, record, math.ceil(pdo.length / 8))
+                pdo.add_callback(on_tpdo)
 
     def expect(self, cob_id: int, record: DriveRecord, length: int) -> None:
         """Pass on frames from `cob_id` (a drive's) when they carry `length` bytes."""

@@ -23,7 +23,7 @@ from drivers import load_driver_class
 from drivers.cia402.driver import CiA402Driver
 from drivers.cia402.objects import State
 from drivers.cia402.sim import SimulatedCiA402Bus
-from drivers.errors import DeviceFaultError
+from drivers.errors import DeviceFaultError, DriverTimeoutError
 from tests.drivers.cia402_rig import (
     COUNTS,
     PERIOD_S,
@@ -220,6 +220,13 @@ async def test_a_lost_heartbeat_makes_the_feedback_stale(channel: str) -> None:
         await eventually(elbow_newer, "a newer reading from the drive whose heartbeat goes on")
         later = await tick(driver, {})
         assert later["shoulder"].timestamp == first["shoulder"].timestamp  # its last heartbeat's
+        await driver.disable()
+        with pytest.raises(
+            DriverTimeoutError,
+            match=r"cannot enable: no heartbeat for 1\.0 s from "
+            r"node 1 \(device 'shoulder'\)$",
+        ):
+            await driver.enable()
 
 
 async def test_disable_by_quick_stop_switches_off_only_at_rest(channel: str) -> None:
