@@ -56,6 +56,7 @@ __all__ = ["CiA402Driver", "CiA402Params"]
 log = logging.getLogger(__name__)
 
 _LOG_EVERY_S = 5.0
+_FAULT_STATES = (State.FAULT, State.FAULT_REACTION_ACTIVE)
 _DEFAULT_PERIOD_S = 0.01  # s: a cycle's wait for TPDOs when no loop period is given
 _NMT_START = 0x01
 _NMT_OPERATIONAL = 0x05  # the heartbeat's state byte
@@ -240,7 +241,8 @@ class CiA402Driver(Driver):
     async def _clear_faults(self) -> None:
         with self._lock:
             faulted = [n for n, r in self._records.items() if r.state is State.FAULT or r.emcy_code]
-        await self._walk({n: plans.reset_steps() for n in faulted}, "reset the fault of", True)
+        with contextlib.suppress(DriverTimeoutError):  # a fault that stays is reported below
+            await self._walk({n: plans.reset_steps() for n in faulted}, "reset the fault of", True)
         with self._lock:
             for name in faulted:
                 self._records[name].emcy_code = None
@@ -315,7 +317,7 @@ class CiA402Driver(Driver):
                         deadlines[name] = loop.time() + self._p.state_timeout_s
                         if not todo[name]:
                             del todo[name]
-                    elif record.state in (State.FAULT, State.FAULT_REACTION_ACTIVE):
+                    elif record.state in _FAULT_STATES and not step.from_fault:
                         del todo[name]
                         if strict:
                             faulted = True

@@ -36,11 +36,13 @@ AT_REST_RAD_S = 0.01
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """Send `command` until `reached(record)`; `wanted` names the goal in messages."""
+    """Send `command` until `reached(record)`; `wanted` names the goal in messages. A drive in
+    Fault fails the step unless `from_fault` (a fault reset starts there)."""
 
     command: int
     wanted: str
     reached: Callable[[DriveRecord], bool]
+    from_fault: bool = False
 
 
 def _in(*states: State) -> Callable[[DriveRecord], bool]:
@@ -81,6 +83,11 @@ def disable_steps(how: str) -> list[Step]:
 
 def reset_steps() -> list[Step]:
     return [
-        Step(Command.DISABLE_VOLTAGE, "controlword bit 7 low", lambda record: True),
-        Step(Command.FAULT_RESET, State.SWITCH_ON_DISABLED.value, _in(State.SWITCH_ON_DISABLED)),
+        Step(Command.DISABLE_VOLTAGE, "controlword bit 7 low", lambda record: True, True),
+        Step(
+            Command.FAULT_RESET,
+            State.SWITCH_ON_DISABLED.value,
+            _in(State.SWITCH_ON_DISABLED),
+            from_fault=True,
+        ),
     ]

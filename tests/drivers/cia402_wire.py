@@ -19,9 +19,67 @@ from typing import Any
 
 import can
 
-__all__ = ["Spy"]
+__all__ = ["Spy", "command_of", "service_of"]
 
 Entry = tuple[Any, ...]
+
+# CiA 402-2, device control commands: (name, mask, value) over controlword bits 7, 3, 2, 1, 0.
+# "switch on" from Ready to Switch On and "disable operation" from Operation Enabled share 0111.
+_COMMANDS = (
+    ("fault reset", 0x80, 0x80),
+    ("disable voltage", 0x82, 0x00),
+    ("quick stop", 0x86, 0x02),
+    ("shutdown", 0x87, 0x06),
+    ("switch on / disable operation", 0x8F, 0x07),
+    ("enable operation", 0x8F, 0x0F),
+)
+_NMT = {
+    0x01: "start",
+    0x02: "stop",
+    0x80: "enter pre-operational",
+    0x81: "reset node",
+    0x82: "reset communication",
+}
+
+
+def command_of(controlword: int) -> str:
+    """The device control command a controlword encodes. Raises AssertionError for none."""
+    for name, mask, value in _COMMANDS:
+        if controlword & mask == value:
+            return name
+    raise AssertionError(f"controlword 0x{controlword:04X} is no CiA 402 command")
+
+
+def service_of(frame: can.Message, nodes: set[int]) -> str:
+    """What a frame from a CANopen master is, per CiA 301 (and the driver's RPDO layout): raises
+    AssertionError for a frame that is none of them or is malformed."""
+    cob, data = frame.arbitration_id, bytes(frame.data)
+    assert not frame.is_extended_id, frame
+    assert not frame.is_remote_frame, frame
+    if cob == 0x000:
+        assert len(data) == 2, frame
+        assert data[1] in nodes | {0}, frame
+        return f"NMT {_NMT[data[0]]}"
+    if cob == 0x080:
+        assert len(data) == 0, frame  # a SYNC without counter
+        return "SYNC"
+    node = cob & 0x7F
+    assert node in nodes, frame
+    if cob - node == 0x200:
+        assert len(data) == 8, frame  # controlword, target position, torque offset
+        return f"RPDO1 {command_of(int.from_bytes(data[0:2], 'little'))}"
+    if cob - node == 0x300:
+        assert len(data) == 4, frame  # velocity offset
+        return "RPDO2"
+    if cob - node == 0x600:
+        assert len(data) == 8, frame
+        ccs = data[0] >> 5
+        if ccs == 2:
+            return "SDO initiate upload"
+        assert ccs == 1, frame  # initiate download, expedited with the size indicated
+        assert data[0] & 0x03 == 0x03, frame
+        return f"SDO expedited download of {4 - ((data[0] >> 2) & 0x3)} bytes"
+    raise AssertionError(f"a master does not send COB-ID 0x{cob:03X}: {frame}")
 
 
 class Spy:

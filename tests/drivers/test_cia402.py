@@ -35,7 +35,7 @@ from tests.drivers.cia402_rig import (
     simulated,
     tick,
 )
-from tests.drivers.cia402_wire import Spy
+from tests.drivers.cia402_wire import Spy, command_of, service_of
 
 
 @pytest.fixture
@@ -296,3 +296,45 @@ async def test_an_external_sync_producer_drives_the_cycles(channel: str) -> None
                         assert sim.drives[1].state is State.OPERATION_ENABLED
             finally:
                 producer.stop()
+
+
+async def test_every_frame_the_driver_sends_is_a_cia301_service(channel: str) -> None:
+    async with simulated(channel) as sim:
+        with Spy(channel) as spy:
+            driver = CiA402Driver(params(channel))
+            await driver.open()
+            await driver.enable()
+            for k in range(1, 10):
+                await tick(driver, {"shoulder": START[1] + 0.002 * k, "elbow": START[2]})
+            with sim.drives[2].lock:
+                sim.drives[2].inject_fault(0x4310)  # excess temperature drive
+            await eventually(lambda: _faulted(driver, "elbow"), "the fault")
+            await driver.disable()
+            await driver.clear_faults()
+            await driver.close()
+            frames = [f for f in spy.drain() if spy.from_host(f)]
+        services = [service_of(frame, {1, 2}) for frame in frames]
+        assert services.count("NMT enter pre-operational") == 2
+        assert services.count("NMT start") == 2
+        commands = [command_of(cw) for cw in spy.controlword_changes(frames, 1)]
+        assert commands == [
+            "shutdown",
+            "switch on / disable operation",
+            "enable operation",
+            "quick stop",  # disable by quick stop (option 6: stays in quick stop active)
+            "disable voltage",  # at rest
+            "shutdown",
+        ]
+        commands = [command_of(cw) for cw in spy.controlword_changes(frames, 2)]
+        assert commands == [
+            "shutdown",
+            "switch on / disable operation",
+            "enable operation",
+            "switch on / disable operation",  # the fault came: disable walks the others only
+            "disable voltage",  # bit 7 low, then
+            "fault reset",  # its rising edge
+        ]
+
+
+async def _faulted(driver: CiA402Driver, name: str) -> bool:
+    return (await tick(driver, {}))[name].fault is not None
