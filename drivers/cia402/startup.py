@@ -225,11 +225,13 @@ def _map_pdos(record: DriveRecord) -> None:
 
 
 def _save(record: DriveRecord, maps: object, plan: list[list[Obj]], bases: tuple[int, ...]) -> None:
-    """Map `plan` (object indices per PDO) into PDO 1, 2, ...; invalidate the others."""
+    """Map `plan` (object indices per PDO) into PDO 1, 2, ...; invalidate the others up to 4."""
     assert hasattr(maps, "values")
     for number, pdo in enumerate(maps.values()):
+        if number >= len(bases):
+            break  # PDOs beyond the predefined connection set are left as the drive has them
         pdo.clear()
-        pdo.cob_id = (bases[number] if number < len(bases) else bases[0]) + record.node_id
+        pdo.cob_id = bases[number] + record.node_id
         pdo.trans_type = 1
         pdo.enabled = number < len(plan)
         if pdo.enabled:
