@@ -24,7 +24,9 @@ from typing import Any
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
 
-from drivers.base import DeviceCommand, Driver  # noqa: E402
+from drivers.base import DeviceCommand, Driver, LoopContext  # noqa: E402
+from drivers.cia402.driver import CiA402Driver, CiA402Params  # noqa: E402
+from drivers.cia402.sim import SimDriveConfig, SimulatedCiA402Bus  # noqa: E402
 from drivers.dynamixel import protocol as dxl  # noqa: E402
 from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams  # noqa: E402
 from drivers.dynamixel.sim import SimulatedDynamixelChain  # noqa: E402
@@ -240,6 +242,50 @@ async def bench_mit(cycles: int) -> None:
     report_stats(driver)
 
 
+# -- CiA 402 drives over CANopen ---------------------------------------------------------------
+
+
+def cia402_cycle_frames(velocity_offset: bool) -> list[int]:
+    """Data lengths of one cycle for 6 drives: the SYNC (no data), per drive RPDO1 (controlword,
+    target position, torque offset: 8 bytes), with `velocity_offset` RPDO2 (velocity offset: 4),
+    TPDO1 (statusword, position actual, error code: 8) and TPDO2 (velocity and torque actual: 6).
+    Heartbeats (10 Hz per drive by default) are left out."""
+    per_drive = [8, 8, 6] + ([4] if velocity_offset else [])
+    return [0] + per_drive * len(DEVICES)
+
+
+async def bench_cia402(cycles: int) -> None:
+    print(
+        "cia402 (python-can `virtual` bus; 6 simulated CiA 402 drives in this process, canopen on "
+        "both sides; the cycle is read() + write(): RPDOs then SYNC, the TPDOs read next cycle)"
+    )
+    ids = range(1, len(DEVICES) + 1)
+    for velocity_offset in (False, True):
+        channel = f"bench-cia402-{uuid.uuid4().hex}"
+        configs = [SimDriveConfig(i, seed=i) for i in ids]
+        devices = {
+            name: {"node_id": i, "velocity_offset": velocity_offset}
+            for name, i in zip(DEVICES, ids, strict=True)
+        }
+        given = CiA402Params.model_validate(
+            {"interface": "virtual", "channel": channel, "bitrate": CAN_BITRATE, "devices": devices}
+        )
+        params = CiA402Driver.with_loop(given, LoopContext(CONTROL_PERIOD_S, {}))
+        rpdos = "2 RPDOs" if velocity_offset else "1 RPDO"
+        label = f"6 drives, SYNC + {rpdos} + 2 TPDOs each, 250 Hz"
+        driver = CiA402Driver(params)
+        try:
+            async with SimulatedCiA402Bus.create("virtual", channel, configs), driver:
+                await driver.enable()
+                timing = await time_cycles(driver, cycles, period_s=CONTROL_PERIOD_S)
+                await driver.disable()
+        except DriverError as exc:
+            report_failure(label, exc)
+            continue
+        report(label, timing, can_wire_text(cia402_cycle_frames(velocity_offset)))
+        report_stats(driver)
+
+
 # -- Dynamixel over a pty ----------------------------------------------------------------------
 
 DYNAMIXEL_GOAL_BYTES = 4  # Goal Position
@@ -350,6 +396,7 @@ SECTIONS: dict[str, Section] = {
     "sim": bench_sim,
     "odrive": bench_odrive,
     "mit": bench_mit,
+    "cia402": bench_cia402,
     "dynamixel": bench_dynamixel,
     "feetech": bench_feetech,
 }

@@ -10,6 +10,7 @@ from drivers.base import (
     DriverParams,
     DriverStats,
     Lifecycle,
+    LoopContext,
 )
 from drivers.errors import (
     DeviceFaultError,
@@ -41,6 +42,7 @@ __all__ = [
     "DriverStats",
     "DriverTimeoutError",
     "Lifecycle",
+    "LoopContext",
     "UnknownDriverError",
     "UnsupportedCommandError",
     "load_driver_class",

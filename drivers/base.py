@@ -46,6 +46,7 @@ __all__ = [
     "DriverParams",
     "DriverStats",
     "Lifecycle",
+    "LoopContext",
 ]
 
 _log = logging.getLogger(__name__)
@@ -119,6 +120,20 @@ class DriverStats:
             self.per_device_errors[device] = self.per_device_errors.get(device, 0) + 1
 
 
+@dataclass(frozen=True, slots=True)
+class LoopContext:
+    """What the control loop decides that some drives are configured with.
+
+    period_s: the loop's period, s.
+    position_limits: device name → (lower, upper) position limits at the motor shaft (rad, or m),
+        the joint's limits through its transmission (ordered: a negative sign swaps them); only
+        devices that drive a joint.
+    """
+
+    period_s: float
+    position_limits: Mapping[str, tuple[float, float]]
+
+
 class DriverParams(BaseModel):
     """Base of every driver's parameter model: unknown keys are errors, values are immutable."""
 
@@ -148,6 +163,14 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     def device_names(self) -> tuple[str, ...]:
         """The names of the devices this driver serves, in configuration order."""
+
+    @classmethod
+    def with_loop(cls, params: DriverParams, loop: LoopContext) -> DriverParams:
+        """`params` completed with what the control loop decides (its period, the devices'
+        position limits at the motor), for drivers that program them into their devices; called
+        once per driver by the daemon's wiring before construction. Default: `params` unchanged.
+        Raises `DriverConfigError` when the drives cannot take them."""
+        return params
 
     @property
     def lifecycle(self) -> Lifecycle:

@@ -8,8 +8,17 @@ from collections.abc import Mapping
 
 import pytest
 
-from drivers.base import DeviceCommand, DeviceState, Driver, DriverParams, DriverStats, Lifecycle
+from drivers.base import (
+    DeviceCommand,
+    DeviceState,
+    Driver,
+    DriverParams,
+    DriverStats,
+    Lifecycle,
+    LoopContext,
+)
 from drivers.errors import DriverIOError, DriverStateError, UnsupportedCommandError
+from drivers.sim.driver import SimDriver
 
 
 class FakeParams(DriverParams):
@@ -194,3 +203,8 @@ def test_stats_count_errors_per_kind_and_device() -> None:
     assert (stats.timeouts, stats.corrupt_replies, stats.io_errors) == (1, 1, 1)
     assert stats.per_device_errors == {"a": 2}
     assert stats.last_error == "bus off"
+
+
+def test_with_loop_leaves_the_params_of_drivers_that_need_nothing_from_the_loop() -> None:
+    params = SimDriver.Params.model_validate({"devices": {"a": {}}})
+    assert SimDriver.with_loop(params, LoopContext(0.004, {"a": (-1.0, 1.0)})) is params
