@@ -51,10 +51,15 @@ def _level(level: str) -> str:
     return level
 
 
+# Libraries that log every step of a bring-up at INFO (canopen: each PDO mapped, each NMT state):
+# their warnings and errors reach the journal, their chatter only when a level spec asks for it.
+QUIET_LIBRARIES = {"canopen": logging.WARNING}
+
+
 def configure_logging(spec: str) -> None:
     root, loggers = parse_level_spec(spec)
     logging.basicConfig(level=root, format=FORMAT)
-    for name, level in loggers.items():
+    for name, level in {**QUIET_LIBRARIES, **loggers}.items():
         logging.getLogger(name).setLevel(level)
 
 

@@ -46,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
     "sim-device": (
         "sim_device.sim_device_cmd",
-        "run simulated devices (ODrive, Dynamixel, Feetech)",
+        "run simulated devices (ODrive, MIT, CiA 402, Dynamixel, Feetech)",
     ),
     "dashboard": ("dashboard_cmd", "serve the web dashboard (see and drive the arms in a browser)"),
 }

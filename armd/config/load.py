@@ -11,6 +11,7 @@ folder. A calibration file, if named, is applied: see `armd.config.calibration`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -40,7 +41,7 @@ from armd.config.schema import (
 from armd.config.yaml_doc import read_yaml
 from armd.control.transmission import ArmTransmission, Transmission
 from armd.control.wiring import DriverSetup
-from drivers import Clock, Driver, load_driver_class
+from drivers import Clock, Driver, DriverError, LoopContext, load_driver_class
 from kinematics import JointLimits, KinematicTree
 from kinematics.compiled import load_kernels
 
@@ -187,7 +188,10 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
     if kernels:
         load_kernels()
     setup = _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls, calibrated)
-    return setup
+    drivers = _driver_setups(config, setup.transmission, tree, problems)
+    if problems.items:
+        raise problems.error()
+    return dataclasses.replace(setup, drivers=drivers)
 
 
 def _check_gripper(config: ArmConfig, tree: KinematicTree, problems: Problems) -> None:
@@ -266,7 +270,7 @@ def _setup(
         tool_link=tool_link,
         jerk=jerk,
         transmission=transmission,
-        drivers=_driver_setups(config, transmission),
+        drivers={},  # completed for the loop by load_config (`_driver_setups`)
         mqtt=_mqtt_setup(config, password, tls),
         lock_file=(
             Path(f"/run/armd/{config.name}.lock")
@@ -277,17 +281,47 @@ def _setup(
     )
 
 
-def _driver_setups(config: ArmConfig, transmission: ArmTransmission) -> dict[str, DriverSetup]:
-    return {
-        name: DriverSetup(
+def _driver_setups(
+    config: ArmConfig, transmission: ArmTransmission, tree: KinematicTree, problems: Problems
+) -> dict[str, DriverSetup]:
+    """Each driver's class and params, completed with what the loop decides (`Driver.with_loop`:
+    its period, the devices' limits at the motor); a driver that cannot take them is a problem
+    of its section."""
+    setups = {}
+    for name, d in config.drivers.items():
+        cls = load_driver_class(d.type)
+        served = [t for t in transmission.joints if t.driver == name]
+        try:
+            params = cls.with_loop(d.params, _loop_context(config, tree, served))
+        except DriverError as exc:
+            problems.add(("drivers", name), str(exc))
+            continue
+        setups[name] = DriverSetup(
             name=name,
             type_name=d.type,
-            cls=load_driver_class(d.type),
-            params=d.params,
-            joints=tuple(t.joint for t in transmission.joints if t.driver == name),
+            cls=cls,
+            params=params,
+            joints=tuple(t.joint for t in served),
         )
-        for name, d in config.drivers.items()
-    }
+    return setups
+
+
+def _loop_context(
+    config: ArmConfig, tree: KinematicTree, served: list[Transmission]
+) -> LoopContext:
+    """What drives that program their own limits are given: the loop's period and each device's
+    position range at the motor, the joint's enforced limits (calibrated) widened by the safety
+    tolerance, through its transmission."""
+    tolerance = config.safety.limit_tolerance
+    limits = {}
+    for t in served:
+        joint = tree.limits[t.joint]
+        ends = (
+            t.motor_position(joint.lower - tolerance),
+            t.motor_position(joint.upper + tolerance),
+        )
+        limits[t.device] = (min(ends), max(ends))
+    return LoopContext(period_s=1.0 / config.loop_hz, position_limits=limits)
 
 
 def _mqtt_setup(

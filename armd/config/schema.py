@@ -140,7 +140,7 @@ class JointConfig(_Section):
 class DriverConfig(_Section):
     """One bus: its driver `type` and the parameters that driver's `Params` model validates."""
 
-    type: str = Field(description="the driver: sim, odrive, mit, dynamixel or feetech")
+    type: str = Field(description="the driver: sim, odrive, mit, cia402, dynamixel or feetech")
     params: DriverParams = Field(description="the driver's parameters, with its devices")
 
     @field_validator("type")

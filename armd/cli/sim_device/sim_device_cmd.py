@@ -1,6 +1,6 @@
-"""``armd sim-device odrive|mit|dynamixel|feetech``: simulated devices in their own process, so
-that the daemon (or ``armd check --probe``) can run its real ``odrive``, ``mit``, ``dynamixel`` or
-``feetech`` driver without hardware.
+"""``armd sim-device odrive|mit|cia402|dynamixel|feetech``: simulated devices in their own
+process, so that the daemon (or ``armd check --probe``) can run its real ``odrive``, ``mit``,
+``cia402``, ``dynamixel`` or ``feetech`` driver without hardware.
 
 - ``odrive``: simulated ODrive axes (firmware 0.6 CAN Simple) on a python-can bus, by default
   nodes 0 1 2 on ``udp_multicast`` group 239.74.163.2 (reachable from other processes on this
@@ -9,6 +9,9 @@ that the daemon (or ``armd check --probe``) can run its real ``odrive``, ``mit``
   bus, answering from master id = id + 0x10 unless ``--master-ids`` says otherwise. On
   ``udp_multicast`` the frames never leave this host (hop limit 0); give the driver the same
   ``interface`` and ``channel`` and ``reply_margin_s: 0.01`` or more.
+- ``cia402``: simulated CiA 402 drives (CANopen, cyclic synchronous position) on a python-can
+  bus (`armd.cli.sim_device.cia402_cmd`), by default nodes 1..6 on ``udp_multicast`` group
+  239.74.163.9.
 - ``dynamixel``: a simulated X-series chain on a pseudo-terminal. Its path is printed on the first
   line of stdout (``--link`` also makes a symlink to it); give the driver that port and the same
   baud rate, its other defaults fit.
@@ -29,15 +32,15 @@ All serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty can
 from __future__ import annotations
 
 import argparse
-import functools
 import signal
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, NoReturn
 
-from armd.cli.common import EXIT_OK, EXIT_USAGE, Command, UsageError, guarded, say_error
+from armd.cli.common import EXIT_OK, EXIT_USAGE, UsageError, say_error
+from armd.cli.sim_device import cia402_cmd
+from armd.cli.sim_device.running import guarded_kind, interrupt_on
 from armd.cli.sim_device.sim_device_args import (
     check_ids,
     check_multicast_group,
@@ -56,7 +59,6 @@ from armd.cli.sim_device.sim_device_config import (
     motor_options,
     odrive_config_lines,
 )
-from drivers import DriverError
 
 __all__ = ["register"]
 
@@ -74,29 +76,10 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"armd: error: {command}: {message}\n")
 
 
-def _guarded(command: Command) -> Command:
-    """One-line errors (usage errors prefixed with the device kind); a signal that arrives before
-    the simulation took over its handling ends the command normally."""
-    inner = guarded(DriverError, OSError, ImportError, context=_context)(command)
-
-    @functools.wraps(command)
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return inner(args)
-        except KeyboardInterrupt:
-            return EXIT_OK
-
-    return run
-
-
-def _context(args: argparse.Namespace) -> str:
-    return f"sim-device {args.device_kind}"
-
-
 # -- odrive -------------------------------------------------------------------------------------
 
 
-@_guarded
+@guarded_kind
 def _cmd_odrive(args: argparse.Namespace) -> int:
     check_multicast_group(args.interface, args.channel)
     check_ids("--node-ids", args.node_ids, MAX_ODRIVE_NODE_ID)
@@ -112,7 +95,7 @@ def _cmd_odrive(args: argparse.Namespace) -> int:
         lines = odrive_config_lines(args.interface, args.channel, args.node_ids, motors)
         print(lines, flush=True)
 
-    with _interrupt_on(signal.SIGTERM):
+    with interrupt_on(signal.SIGTERM):
         # `run` handles SIGINT and SIGTERM itself once its bus is open; it returns after one.
         odrive_sim.run(
             args.interface,
@@ -131,20 +114,10 @@ def _cmd_odrive(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-@contextmanager
-def _interrupt_on(signum: signal.Signals) -> Iterator[None]:
-    """Let `signum` raise KeyboardInterrupt (like SIGINT) until the block takes it over."""
-    previous = signal.signal(signum, signal.default_int_handler)
-    try:
-        yield
-    finally:
-        signal.signal(signum, previous)
-
-
 # -- mit ----------------------------------------------------------------------------------------
 
 
-@_guarded
+@guarded_kind
 def _cmd_mit(args: argparse.Namespace) -> int:
     check_multicast_group(args.interface, args.channel)
     check_ids("--ids", args.ids, MAX_MIT_ID)
@@ -159,7 +132,7 @@ def _cmd_mit(args: argparse.Namespace) -> int:
     if len(master_ids) != len(args.ids):
         raise UsageError(f"--master-ids: {len(master_ids)} ids for {len(args.ids)} --ids")
     check_ids("--ids and --master-ids", [*args.ids, *master_ids], 0x7FE)
-    with _interrupt_on(signal.SIGTERM):
+    with interrupt_on(signal.SIGTERM):
         mit_sim.run(
             args.interface,
             args.channel,
@@ -174,7 +147,7 @@ def _cmd_mit(args: argparse.Namespace) -> int:
 # -- dynamixel ----------------------------------------------------------------------------------
 
 
-@_guarded
+@guarded_kind
 def _cmd_dynamixel(args: argparse.Namespace) -> int:
     check_ids("--ids", args.ids, MAX_DYNAMIXEL_ID)
     check_serial_args(args)
@@ -207,7 +180,7 @@ def _cmd_dynamixel(args: argparse.Namespace) -> int:
 # -- feetech ------------------------------------------------------------------------------------
 
 
-@_guarded
+@guarded_kind
 def _cmd_feetech(args: argparse.Namespace) -> int:
     check_ids("--ids", args.ids, MAX_FEETECH_ID)
     check_serial_args(args)
@@ -252,7 +225,7 @@ def _serve_until_signal(run: Callable[..., None], args: argparse.Namespace, **op
 
 
 def _cmd_without_kind(args: argparse.Namespace) -> int:
-    say_error("sim-device: choose the device kind: odrive, mit, dynamixel or feetech")
+    say_error("sim-device: choose the device kind: odrive, mit, cia402, dynamixel or feetech")
     return EXIT_USAGE
 
 
@@ -381,7 +354,7 @@ def _add_serial_arguments(parser: argparse.ArgumentParser, max_id: int) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``sim-device`` (``odrive``, ``mit``, ``dynamixel``, ``feetech``) to the CLI's
+    """Add ``sim-device`` (``odrive``, ``mit``, ``cia402``, ``dynamixel``, ``feetech``) to the CLI's
     subparsers."""
     parser = subparsers.add_parser(
         "sim-device",
@@ -392,5 +365,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_cmd_without_kind)
     _add_odrive_parser(kinds)
     _add_mit_parser(kinds)
+    cia402_cmd.add_parser(kinds)
     _add_dynamixel_parser(kinds)
     _add_feetech_parser(kinds)

@@ -1,0 +1,87 @@
+"""config/cia402_arm.yaml end to end with real processes: ``armd sim-device cia402`` (six simulated
+CiA 402 drives on ``udp_multicast``, hop limit 0), the daemon on the shipped config, and goals of
+every kind that moves the arm, then a clean stop (every drive walked down by quick stop).
+
+What the test changes in the shipped config, and why: the broker is one it starts on a free port,
+the lock file is in the test's folder, the model path is absolute, ``realtime_priority`` is 0 (no
+SCHED_FIFO on a shared machine), and the multicast group and node ids are this test's own (a
+udp_multicast bus hears every group on its port, so other runs' nodes would answer too). Nothing
+asserts speed.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.broker import MosquittoBroker
+from tests.system.helpers import ROOT
+from tests.system.probe import WAIT_S, MqttProbe, joint_positions
+from tests.system.test_sim_device_walkthrough import spawn, start_daemon
+
+__all__ = ["spawn"]  # the fixture
+
+SHIPPED = ROOT / "config" / "cia402_arm.yaml"
+DRIVES = 6
+
+
+def own_config(tmp_path: Path, broker_port: int, group: str, first: int) -> Path:
+    config = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
+    config["model"] = str((SHIPPED.parent / config["model"]).resolve())
+    config["mqtt"]["port"] = broker_port
+    config["lock_file"] = str(tmp_path / "armd.lock")
+    config["realtime_priority"] = 0
+    params = config["drivers"]["can"]["params"]
+    params["channel"] = group
+    for index, device in enumerate(params["devices"].values()):
+        device["node_id"] = first + index
+    path = tmp_path / "armd.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def succeeded(probe: MqttProbe, goal: dict[str, Any], output: str) -> None:
+    status = probe.run_goal({"id": uuid.uuid4().hex[:12], **goal}, timeout_s=2 * WAIT_S)
+    assert status["status"] == "succeeded", f"{goal}: {status}\n{output[-6000:]}"
+
+
+def test_the_shipped_cia402_arm_takes_every_goal(tmp_path: Path, spawn: Any) -> None:
+    a, b, c, d = uuid.uuid4().bytes[:4]
+    group, first = f"239.{a}.{b}.{max(c, 1)}", 1 + (c << 8 | d) % (127 - DRIVES)
+    ids = [str(first + i) for i in range(DRIVES)]
+    drives = spawn("sim-device", "cia402", "--channel", group, "--ids", *ids)
+    with MosquittoBroker(tmp_path / "mosquitto") as broker:
+        config = own_config(tmp_path, broker.port, group, first)
+        probe = MqttProbe(broker.host, broker.port, arm="cia402-arm")
+        daemon = start_daemon(config, tmp_path / "armd.out", probe)
+        try:
+            start = joint_positions(probe.latest_state())
+            succeeded(
+                probe,
+                {"type": "joints", "positions": {"shoulder_lift_joint": -1.2, "elbow_joint": 1.4}},
+                daemon.output(),
+            )
+            tcp = probe.latest_state()["tcp"]
+            x, y, z = tcp["position"]
+            for position, motion in (([x, y + 0.05, z], "joint"), ([x, y, z - 0.05], "linear")):
+                pose = {"position": position, "orientation": tcp["orientation"], "motion": motion}
+                succeeded(probe, {"type": "pose", **pose}, daemon.output())
+            succeeded(
+                probe,
+                {"type": "trajectory", "joints": ["wrist_1_joint"], "points": [
+                    {"t": 1.0, "positions": [-1.0]}, {"t": 2.0, "positions": [-1.4]},
+                ]},
+                daemon.output(),
+            )  # fmt: skip
+            succeeded(probe, {"type": "joints", "positions": start}, daemon.output())
+        finally:
+            daemon.stop()
+            probe.close()
+        assert daemon.returncode == 0, daemon.output()
+    drives.send_signal(signal.SIGTERM)
+    _, err = drives.communicate(timeout=10.0)
+    assert drives.returncode == 0, err
