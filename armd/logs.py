@@ -59,7 +59,8 @@ QUIET_LIBRARIES = {"canopen": logging.WARNING}
 def configure_logging(spec: str) -> None:
     root, loggers = parse_level_spec(spec)
     logging.basicConfig(level=root, format=FORMAT)
-    for name, level in {**QUIET_LIBRARIES, **loggers}.items():
+    levels: dict[str, int | str] = {**QUIET_LIBRARIES, **loggers}
+    for name, level in levels.items():
         logging.getLogger(name).setLevel(level)
 
 
