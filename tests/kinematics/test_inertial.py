@@ -14,7 +14,7 @@ import numpy as np
 import pinocchio as pin
 import pytest
 
-from kinematics import Inertial, InertialError, ModelError, Pose, load_tree
+from kinematics import Inertial, InertialError, ModelError, Pose, load_tree, save_tree
 from kinematics.dynamics import Dynamics
 from kinematics.kinematic_json import tree_from_dict, tree_to_dict
 from kinematics.quaternion import quat_from_rpy
@@ -108,7 +108,7 @@ def test_the_json_writer_round_trips_inertials(tmp_path: Path) -> None:
     }
     again = tree_from_dict(json.loads(json.dumps(doc)))
     assert [link.inertial for link in again.links] == [link.inertial for link in panda.links]
-    panda.save(tmp_path / "panda.kinematic.json")
+    save_tree(panda, tmp_path / "panda.kinematic.json")
     saved = load_tree(tmp_path / "panda.kinematic.json")
     q = np.linspace(-0.5, 0.5, panda.dof)
     a, b = Dynamics(panda), Dynamics(saved)

@@ -186,7 +186,7 @@ DYNAMIXEL = ["sim-device", "dynamixel"]
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["sim-device"], "odrive, mit, dynamixel or feetech"),
+        (["sim-device"], "odrive, mit, cia402, dynamixel or feetech"),
         ([*ODRIVE, "--initial-positions", "0.5"], "1 values for 3 ids"),
         ([*ODRIVE, "--max-velocity", "0"], "--max-velocity: 0.0 must be finite and > 0"),
         ([*ODRIVE, "--node-ids", "64"], "[0, 63]"),
