@@ -34,6 +34,7 @@ from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
 from drivers.feetech.protocol import ErrorBit, Instruction, Packet
 from drivers.feetech.table import MODELS, SIGN_BITS, Addr, Item
+from drivers.serial_bus.pty_chain import LinkFaults
 from drivers.sim.motor import SimulatedMotor
 
 __all__ = ["TABLE_SIZE", "FeetechFaults", "SimulatedServo"]
@@ -45,20 +46,15 @@ _STALL_CURRENT_UNITS = 415  # Present_Current (6.5 mA) at stall: ~2.7 A
 
 
 @dataclass
-class FeetechFaults:
+class FeetechFaults(LinkFaults):
     """Injected faults of one servo; tests set these fields directly (under the chain's lock).
 
-    silent: never answers. drop_next: ignores the next n replies it would send. corrupt_next: the
-    next n replies go out with a broken checksum. extra_delay_s: added to every reply.
-    external_load: a load torque on the shaft, fraction of stall torque (signed).
+    The communication faults of `LinkFaults`, and: external_load: a load torque on the shaft,
+    fraction of stall torque (signed).
     supply_v: the supply voltage, V. ambient_c: °C. temperature_c: overrides the temperature model.
     sensor_error: the magnetic encoder reports an error.
     """
 
-    silent: bool = False
-    drop_next: int = 0
-    corrupt_next: int = 0
-    extra_delay_s: float = 0.0
     external_load: float = 0.0
     supply_v: float = 12.0
     ambient_c: float = 25.0
