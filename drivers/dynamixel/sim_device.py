@@ -31,6 +31,7 @@ from collections.abc import Callable
 from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Addr, Instruction, Packet, StatusError
 from drivers.dynamixel.sim_table import ControlTable
+from drivers.serial_bus.framing import sync_write_data
 from drivers.serial_bus.pty_chain import LinkFaults
 from drivers.sim.motor import SimulatedMotor
 
@@ -176,9 +177,8 @@ class SimulatedDynamixel:
     def _sync_write(self, packet: Packet, now: float) -> bytes | None:
         params = packet.params
         address, length = _u16(params, 0), _u16(params, 2)
-        for start in range(4, len(params) - length, length + 1):
-            if params[start] == self.id:
-                self.write_range(address, params[start + 1 : start + 1 + length])
+        for data in sync_write_data(params, 4, length, self.id):
+            self.write_range(address, data)
         return None  # Sync Write is never answered
 
     def _bulk_write(self, packet: Packet, now: float) -> bytes | None:

@@ -34,6 +34,7 @@ from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
 from drivers.feetech.protocol import ErrorBit, Instruction, Packet
 from drivers.feetech.table import MODELS, SIGN_BITS, Addr, Item
+from drivers.serial_bus.framing import sync_write_data
 from drivers.serial_bus.pty_chain import LinkFaults
 from drivers.sim.motor import SimulatedMotor
 
@@ -231,9 +232,8 @@ class SimulatedServo:
         if len(params) < 2:
             return None
         address, length = params[0], params[1]
-        for start in range(2, len(params) - length, length + 1):
-            if params[start] == self.id:
-                self.write_range(address, params[start + 1 : start + 1 + length], now)
+        for data in sync_write_data(params, 2, length, self.id):
+            self.write_range(address, data, now)
         return None
 
     def _reply(self, data: bytes = b"", *, level: int = 0) -> bytes | None:

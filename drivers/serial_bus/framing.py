@@ -18,6 +18,7 @@ __all__ = [
     "Decoded",
     "FrameParser",
     "describe_bits",
+    "sync_write_data",
     "sync_write_params",
     "transaction_time_s",
     "wire_time_s",
@@ -126,6 +127,16 @@ def sync_write_params(start: bytes, length: int, data_by_id: Mapping[int, bytes]
             raise ValueError(f"sync write: id {device_id} has {len(data)} bytes, expected {length}")
         params += bytes([device_id]) + data
     return bytes(params)
+
+
+def sync_write_data(params: bytes, start: int, length: int, device_id: int) -> list[bytes]:
+    """What a Sync Write carries for `device_id`, as a device reads it: the `length` bytes after
+    each of its ids, in the parameters from `start` on (the inverse of `sync_write_params`)."""
+    return [
+        params[i + 1 : i + 1 + length]
+        for i in range(start, len(params) - length, length + 1)
+        if params[i] == device_id
+    ]
 
 
 def describe_bits(bits: int, texts: Mapping[int, str], none: str) -> str:
