@@ -306,15 +306,7 @@ class SimulatedServo:
             temperature = f.temperature_c
         self._track_overload(abs(load), torque_on, now)
         voltage = round(f.supply_v * 10.0)
-        bits = 0
-        if not self.get(Addr.MIN_VOLTAGE_LIMIT) <= voltage <= self.get(Addr.MAX_VOLTAGE_LIMIT):
-            bits |= ErrorBit.VOLTAGE
-        if f.sensor_error:
-            bits |= ErrorBit.SENSOR
-        if temperature > self.get(Addr.MAX_TEMPERATURE_LIMIT):
-            bits |= ErrorBit.OVERHEAT
-        if self._overloaded:
-            bits |= ErrorBit.OVERLOAD
+        bits = self._status_bits(voltage, temperature)
         self._table[Addr.STATUS] = bits
         if torque_on and bits & self._table[Addr.UNLOADING_CONDITION]:
             self._table[Addr.TORQUE_ENABLE] = 0
@@ -329,6 +321,19 @@ class SimulatedServo:
         self._table[Addr.PRESENT_VOLTAGE] = max(0, min(255, voltage))
         self._table[Addr.PRESENT_TEMPERATURE] = max(0, min(255, round(temperature)))
         self._table[Addr.MOVING] = int(abs(sample.velocity) > 0.01)
+
+    def _status_bits(self, voltage: int, temperature: float) -> int:
+        """The status bits (65) for a voltage (0.1 V) and a temperature (°C)."""
+        bits = 0
+        if not self.get(Addr.MIN_VOLTAGE_LIMIT) <= voltage <= self.get(Addr.MAX_VOLTAGE_LIMIT):
+            bits |= ErrorBit.VOLTAGE
+        if self.faults.sensor_error:
+            bits |= ErrorBit.SENSOR
+        if temperature > self.get(Addr.MAX_TEMPERATURE_LIMIT):
+            bits |= ErrorBit.OVERHEAT
+        if self._overloaded:
+            bits |= ErrorBit.OVERLOAD
+        return bits
 
     def _track_overload(self, load: float, torque_on: bool, now: float) -> None:
         address = self.spec.overload_torque_address

@@ -122,6 +122,19 @@ class ODriveDriver(CanBusDriver[AxisRecord]):
                 f"{self.bus_label}: cannot enable without a current position from "
                 + ", ".join(a.label for a in stale)
             )
+        frames = self._position_control_frames()
+        before = self._heartbeat_seqs()
+        frames += self._state_frames(proto.AxisState.CLOSED_LOOP_CONTROL)
+        try:
+            self._send(frames)
+            await self._confirm_state(proto.AxisState.CLOSED_LOOP_CONTROL, before, "enable")
+        except DriverError:
+            self._send_best_effort(self._state_frames(proto.AxisState.IDLE), "request IDLE")
+            raise
+
+    def _position_control_frames(self) -> list[proto.Frame]:
+        """Position control in the configured input mode, the configured limits, and the measured
+        position as the first input (so that closed loop does not jump), for every axis."""
         control, input_mode = proto.ControlMode.POSITION_CONTROL, _INPUT_MODES[self._p.input_mode]
         frames: list[proto.Frame] = []
         for axis in self._devices.values():
@@ -132,16 +145,8 @@ class ODriveDriver(CanBusDriver[AxisRecord]):
                 frames.append(
                     proto.make_set_limits(axis.node_id, limits.velocity_limit, limits.current_limit)
                 )
-            # Start from the measured position so that closed loop does not jump.
             frames.append(proto.make_set_input_pos(axis.node_id, axis.estimate.position_turns))
-        before = self._heartbeat_seqs()
-        frames += self._state_frames(proto.AxisState.CLOSED_LOOP_CONTROL)
-        try:
-            self._send(frames)
-            await self._confirm_state(proto.AxisState.CLOSED_LOOP_CONTROL, before, "enable")
-        except DriverError:
-            self._send_best_effort(self._state_frames(proto.AxisState.IDLE), "request IDLE")
-            raise
+        return frames
 
     async def _disable(self) -> None:
         """Request IDLE and confirm it by heartbeat. Raises DriverIOError, DriverTimeoutError
