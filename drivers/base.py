@@ -47,6 +47,7 @@ __all__ = [
     "DriverStats",
     "Lifecycle",
     "LoopContext",
+    "check_distinct",
 ]
 
 _log = logging.getLogger(__name__)
@@ -138,6 +139,16 @@ class DriverParams(BaseModel):
     """Base of every driver's parameter model: unknown keys are errors, values are immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def check_distinct(ids: Mapping[str, int], what: str) -> None:
+    """For a parameter model's validator: raises ValueError naming two devices (keys of `ids`)
+    with the same bus address (`what`: its name, e.g. ``id``)."""
+    seen: dict[int, str] = {}
+    for name, device_id in ids.items():
+        if device_id in seen:
+            raise ValueError(f"devices {seen[device_id]!r} and {name!r}: same {what} {device_id}")
+        seen[device_id] = name
 
 
 class Driver(abc.ABC):

@@ -41,30 +41,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Sequence
 
-from drivers.base import (
-    Clock,
-    DeviceCommand,
-    DeviceState,
-    Driver,
-    DriverParams,
-    Lifecycle,
-)
+from drivers.base import Clock, DeviceState, DriverParams, Lifecycle
 from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.device import FAULT_BUS_WATCHDOG, FAULT_TORQUE_OFF, Device
 from drivers.dynamixel.link import DynamixelLink
 from drivers.dynamixel.params import DynamixelDeviceParams, DynamixelParams
-from drivers.dynamixel.protocol import Addr, StatusBlock
+from drivers.dynamixel.protocol import Addr, Packet, StatusBlock
 from drivers.dynamixel.table import CURRENT_UNITS_A, EXTENDED_POSITION_LIMIT, KNOWN_MODELS
-from drivers.errors import (
-    DeviceFaultError,
-    DriverConfigError,
-    DriverError,
-    DriverIOError,
-    DriverOpenError,
-    DriverTimeoutError,
-)
+from drivers.errors import DeviceFaultError, DriverOpenError, DriverTimeoutError
+from drivers.serial_bus.driver import ServoBusDriver
 
 __all__ = [
     "FAULT_BUS_WATCHDOG",
@@ -77,7 +64,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_WARN_EVERY_S = 10.0
 _MODES = {
     "position": dxl.OperatingMode.POSITION,
     "extended_position": dxl.OperatingMode.EXTENDED_POSITION,
@@ -85,105 +71,24 @@ _MODES = {
 }
 
 
-class DynamixelDriver(Driver):
+class DynamixelDriver(ServoBusDriver[Device, StatusBlock, Packet]):
     """A Dynamixel Protocol 2.0 chain on one serial port (see the module docstring)."""
 
     Params = DynamixelParams
+    status_block_length = dxl.STATUS_BLOCK_LENGTH
+    goal_position = (Addr.GOAL_POSITION, 4)
+    torque_enable_address = Addr.TORQUE_ENABLE
+    clear_faults_hint = "clear faults (which reboots those devices)"
 
     def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
-        if not isinstance(params, DynamixelParams):
-            raise DriverConfigError(f"DynamixelDriver needs DynamixelParams, not {type(params)}")
-        super().__init__(params, clock=clock)
-        self._p = params
-        self._devices = tuple(
-            Device(name, d.id, d.direction, d.offset_rad) for name, d in params.devices.items()
-        )
-        self._by_name = {device.name: device for device in self._devices}
-        self._block_address = dxl.indirect_data_address(params.indirect_index)
-        self._link: DynamixelLink | None = None
-        self._lock = asyncio.Lock()
-        self._states: dict[str, DeviceState] = {}
-        self._limits: dict[int, tuple[int, int]] = {}
+        p = self._checked(params, DynamixelParams)
+        devices = [Device(name, d.id, d.direction, d.offset_rad) for name, d in p.devices.items()]
+        super().__init__(p, devices, clock=clock)
+        self._p = p
+        self._block_address = dxl.indirect_data_address(p.indirect_index)
         self._current_unit_a: dict[int, float] = {}  # by id: models that sense current
-        self._warned_at: dict[str, float] = {}
 
-    @property
-    def device_names(self) -> tuple[str, ...]:
-        return tuple(device.name for device in self._devices)
-
-    # -- lifecycle hooks ------------------------------------------------------------------------
-
-    async def _open(self) -> None:
-        p = self._p
-        link = DynamixelLink(p.port, p.baudrate, reply_margin_s=p.reply_margin_s, retries=p.retries)
-        self._link = link
-        self._states.clear()
-        try:
-            await link.open(p.usb_latency_s)
-            await self._ping_all()
-            for device in self._devices:
-                await self._configure(device)
-            self._log_cycle_time()
-        except BaseException:
-            await self._close()
-            raise
-
-    async def _enable(self) -> None:
-        async with self._lock:
-            blocks = await self._sync_read_all("enable")
-            faulted = [
-                f"{d}: {dxl.describe_hardware_error(blocks[d.id].hardware_error)}"
-                for d in self._devices
-                if blocks[d.id].hardware_error
-            ]
-            if faulted:
-                raise DeviceFaultError(
-                    f"cannot enable: {'; '.join(faulted)}; remove the cause, then clear faults "
-                    "(which reboots those devices)"
-                )
-            try:
-                for device in self._devices:
-                    await self._prepare(device, blocks[device.id])
-                for device in self._devices:
-                    await self._write_item(device, Addr.TORQUE_ENABLE, b"\x01", "Torque Enable = 1")
-            except DriverError:
-                await self._torque_off_all()
-                raise
-
-    async def _disable(self) -> None:
-        async with self._lock:
-            await self._torque_off_all(best_effort=False)
-            blocks = await self._sync_read()
-            failures = []
-            for device in self._devices:
-                if device.id in blocks and not blocks[device.id].torque_enabled:
-                    continue
-                try:
-                    await self._write_item(device, Addr.TORQUE_ENABLE, b"\x00", "Torque Enable = 0")
-                except DriverError as exc:
-                    failures.append(str(exc))
-            if failures:
-                raise DriverIOError(f"torque may still be on: {'; '.join(failures)}")
-
-    async def _close(self) -> None:
-        link, self._link = self._link, None
-        if link is not None:
-            await link.close()  # never raises
-
-    async def _read(self) -> Mapping[str, DeviceState]:
-        async with self._lock:
-            await self._sync_read()
-        return dict(self._states)
-
-    async def _write(self, commands: Mapping[str, DeviceCommand]) -> None:
-        goals = {
-            self._by_name[name].id: dxl.i32(self._to_counts(self._by_name[name], command.position))
-            for name, command in commands.items()
-        }
-        if goals:
-            request = dxl.make_sync_write(Addr.GOAL_POSITION, 4, goals)
-            async with self._lock:
-                await self._line().transact(request, (), 0)
+    # -- Driver hooks beyond the servo bus's ------------------------------------------------------
 
     async def _clear_faults(self) -> None:
         """Reboot the devices that report a hardware error, wait until they answer again and
@@ -191,7 +96,7 @@ class DynamixelDriver(Driver):
         hardware error persists after the reboot, `DriverTimeoutError` when a device stays silent.
         """
         async with self._lock:
-            blocks = await self._sync_read_all("clear faults")
+            blocks = await self._read_all("clear faults")
             broken = [d for d in self._devices if blocks[d.id].hardware_error]
             for device in broken:
                 bits = blocks[device.id].hardware_error
@@ -204,7 +109,7 @@ class DynamixelDriver(Driver):
                 if device not in broken and blocks[device.id].bus_watchdog == dxl.WATCHDOG_ERROR:
                     await self._write_item(device, Addr.BUS_WATCHDOG, b"\x00", "Bus Watchdog = 0")
             if broken:
-                after = await self._sync_read_all("check the rebooted devices")
+                after = await self._read_all("check the rebooted devices")
                 still = [
                     f"{d}: {dxl.describe_hardware_error(after[d.id].hardware_error)}"
                     for d in broken
@@ -215,40 +120,29 @@ class DynamixelDriver(Driver):
                         f"hardware error persists after reboot: {'; '.join(still)}"
                     )
 
-    # -- steps ----------------------------------------------------------------------------------
+    # -- the servo bus's hooks ------------------------------------------------------------------
 
-    async def _ping_all(self) -> None:
-        silent: list[str] = []
-        unknown: list[str] = []
-        for device in self._devices:
-            try:
-                ping = dxl.make_ping(device.id)
-                data = await self._line().command(device, ping, "Ping", data_length=3)
-            except DriverTimeoutError:
-                silent.append(str(device))
-                continue
-            model = data[0] | data[1] << 8
-            log.info(
-                "%s: %s (model %d), firmware %d",
-                device,
-                KNOWN_MODELS.get(model, "?"),
-                model,
-                data[2],
-            )
-            if model not in KNOWN_MODELS:
-                unknown.append(f"{device}: model number {model}")
-            if model in CURRENT_UNITS_A:
-                self._current_unit_a[device.id] = CURRENT_UNITS_A[model]
-        if silent:
-            raise DriverTimeoutError(
-                f"port {self._p.port!r} at {self._p.baudrate} baud: no answer to Ping from "
-                f"{', '.join(silent)}; check power, wiring, ids and baud rate"
-            )
-        if unknown and not self._p.accept_unknown_models:
-            raise DriverOpenError(
-                f"{'; '.join(unknown)} is not a known X-series/MX(2.0) model whose control table "
-                "this driver knows; set accept_unknown_models if it uses the same addresses"
-            )
+    def _make_link(self) -> DynamixelLink:
+        return DynamixelLink.for_params(self._p)
+
+    async def _identify(self, device: Device) -> str | None:
+        ping = dxl.make_ping(device.id)
+        data = (await self._line().command(device, ping, "Ping", data_length=3)).data
+        model = data[0] | data[1] << 8
+        log.info(
+            "%s: %s (model %d), firmware %d", device, KNOWN_MODELS.get(model, "?"), model, data[2]
+        )
+        if model in CURRENT_UNITS_A:
+            self._current_unit_a[device.id] = CURRENT_UNITS_A[model]
+        if model in KNOWN_MODELS or self._p.accept_unknown_models:
+            return None
+        return f"{device}: model number {model}"
+
+    def _wrong_models(self, problems: Sequence[str]) -> str:
+        return (
+            f"{'; '.join(problems)} is not a known X-series/MX(2.0) model whose control table "
+            "this driver knows; set accept_unknown_models if it uses the same addresses"
+        )
 
     async def _configure(self, device: Device) -> None:
         """Check the device's settings and map the status block; at open and after a reboot."""
@@ -316,27 +210,49 @@ class DynamixelDriver(Driver):
 
     def _log_cycle_time(self) -> None:
         ids = [device.id for device in self._devices]
-        request = len(dxl.make_sync_read(self._block_address, dxl.STATUS_BLOCK_LENGTH, ids))
-        replies = [dxl.status_packet_size(dxl.STATUS_BLOCK_LENGTH)] * len(ids)
-        link = self._line()
-        delay = link.return_delay_s
-        bus_s = dxl.transaction_time_s(request, replies, self._p.baudrate, delay)
+        bus_s, deadline_s = self._cycle_times(self._block_address, ids)
         log.info(
             "port %r: one Sync Read of %d devices takes %.2f ms on the bus at %d baud "
             "(Return Delay Time %.0f µs; lower it to shorten the cycle), deadline %.2f ms",
-            self._p.port, len(ids), bus_s * 1e3, self._p.baudrate, delay * 1e6,
-            link.deadline_s(request, replies) * 1e3,
+            self._p.port, len(ids), bus_s * 1e3, self._p.baudrate,
+            self._line().return_delay_s * 1e6, deadline_s * 1e3,
         )  # fmt: skip
 
-    async def _torque_off_all(self, *, best_effort: bool = True) -> None:
-        """One Sync Write of Torque Enable = 0: every device lets go at the same moment."""
-        request = dxl.make_sync_write(Addr.TORQUE_ENABLE, 1, {d.id: b"\x00" for d in self._devices})
-        try:
-            await self._line().transact(request, (), 0)
-        except DriverError as exc:
-            if not best_effort:
-                raise
-            log.warning("port %r: torque off failed: %s", self._p.port, exc)
+    def _block_fault(self, block: StatusBlock) -> str | None:
+        bits = block.hardware_error
+        return dxl.describe_hardware_error(bits) if bits else None
+
+    async def _torque_check(self) -> Callable[[Device], Awaitable[bool]]:
+        blocks = await self._read_blocks()
+
+        async def still_on(device: Device) -> bool:
+            return device.id not in blocks or blocks[device.id].torque_enabled
+
+        return still_on
+
+    async def _read_blocks(self) -> dict[int, StatusBlock]:
+        """One Sync Read of every device's status block; updates the states, counts problems."""
+        blocks: dict[int, StatusBlock] = {}
+        await self._sync_read_blocks(self._devices, self._block_address, blocks, what="sync read")
+        return blocks
+
+    def _decode(
+        self, device: Device, packet: Packet, now: float
+    ) -> tuple[StatusBlock, DeviceState]:
+        block = dxl.decode_status_block(packet.data)
+        enabled = self.lifecycle is Lifecycle.ENABLED
+        unit = self._current_unit_a.get(device.id)
+        return block, device.state(block, now, driver_enabled=enabled, current_unit_a=unit)
+
+    def _goal(self, device: Device, position: float) -> bytes:
+        """Goal Position counts for `position` (rad). Raises `UnsupportedCommandError`."""
+        if self._p.operating_mode == "position":
+            limits = self._limits[device.id]
+        else:
+            limits = (-EXTENDED_POSITION_LIMIT, EXTENDED_POSITION_LIMIT)
+        return dxl.i32(device.goal_counts(position, limits, self._p.operating_mode))
+
+    # -- reboots --------------------------------------------------------------------------------
 
     async def _reboot(self, device: Device) -> None:
         """Send Reboot once: a lost status packet is no reason to reboot a second time."""
@@ -358,78 +274,6 @@ class DynamixelDriver(Driver):
                     f"{device}: no answer within {self._p.reboot_timeout_s} s after Reboot"
                 )
             await asyncio.sleep(0.02)
-
-    # -- the cyclic transaction -----------------------------------------------------------------
-
-    async def _sync_read(self) -> dict[int, StatusBlock]:
-        """One Sync Read of every device's status block; updates the states, counts problems."""
-        ids = [device.id for device in self._devices]
-        request = dxl.make_sync_read(self._block_address, dxl.STATUS_BLOCK_LENGTH, ids)
-        reply = await self._line().transact(request, ids, dxl.STATUS_BLOCK_LENGTH)
-        now = self.clock()
-        blocks: dict[int, StatusBlock] = {}
-        for device in self._devices:
-            packet = reply.packets.get(device.id)
-            if packet is None:
-                self._count(device, "missing_replies", f"{device}: no status packet")
-            elif packet.error & ~dxl.ALERT_BIT:
-                error = dxl.describe_status_error(packet.error)
-                self._count(device, "corrupt_replies", f"{device}: status read refused: {error}")
-            elif len(packet.data) != dxl.STATUS_BLOCK_LENGTH:
-                size = len(packet.data)
-                self._count(device, "corrupt_replies", f"{device}: status of {size} bytes")
-            else:
-                blocks[device.id] = block = dxl.decode_status_block(packet.data)
-                enabled = self.lifecycle is Lifecycle.ENABLED
-                unit = self._current_unit_a.get(device.id)
-                self._states[device.name] = device.state(
-                    block, now, driver_enabled=enabled, current_unit_a=unit
-                )
-        for _ in range(reply.corrupt):
-            message = f"port {self._p.port!r}: undecodable bytes on the line"
-            self.stats.count_error(None, "corrupt_replies", message)
-        if reply.timed_out:
-            self.stats.count_error(None, "timeouts", f"port {self._p.port!r}: sync read timed out")
-        return blocks
-
-    async def _sync_read_all(self, action: str) -> dict[int, StatusBlock]:
-        blocks = await self._sync_read()
-        missing = [str(d) for d in self._devices if d.id not in blocks]
-        if missing:
-            raise DriverTimeoutError(f"cannot {action}: no valid status from {', '.join(missing)}")
-        return blocks
-
-    def _count(self, device: Device, kind: str, message: str) -> None:
-        """Count a problem; log it at most once per `_WARN_EVERY_S` per device."""
-        self.stats.count_error(device.name, kind, message)
-        now = time.monotonic()
-        if now - self._warned_at.get(device.name, -_WARN_EVERY_S) >= _WARN_EVERY_S:
-            self._warned_at[device.name] = now
-            log.warning(
-                "%s (%d problems so far)", message, self.stats.per_device_errors[device.name]
-            )
-
-    def _to_counts(self, device: Device, position: float) -> int:
-        """Goal Position counts for `position` (rad). Raises `UnsupportedCommandError`."""
-        if self._p.operating_mode == "position":
-            limits = self._limits[device.id]
-        else:
-            limits = (-EXTENDED_POSITION_LIMIT, EXTENDED_POSITION_LIMIT)
-        return device.goal_counts(position, limits, self._p.operating_mode)
-
-    # -- transactions ---------------------------------------------------------------------------
-
-    def _line(self) -> DynamixelLink:
-        """The serial link while open. Raises DriverIOError."""
-        if self._link is None:
-            raise DriverIOError(f"port {self._p.port!r} is not open")
-        return self._link
-
-    async def _read_item(self, device: Device, address: int, length: int, what: str) -> bytes:
-        return await self._line().read_item(device, address, length, what)
-
-    async def _write_item(self, device: Device, address: int, data: bytes, what: str) -> None:
-        await self._line().write_item(device, address, data, what)
 
 
 def _i32(data: bytes) -> int:

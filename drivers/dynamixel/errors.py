@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import enum
 
+from drivers.serial_bus.framing import describe_bits
+
 __all__ = [
     "ALERT_BIT",
     "HardwareError",
@@ -43,7 +45,7 @@ class HardwareError(enum.IntFlag):
     OVERLOAD = 0x20
 
 
-_HARDWARE_ERROR_TEXT = {
+_HARDWARE_ERROR_TEXT: dict[int, str] = {
     HardwareError.INPUT_VOLTAGE: "input voltage out of range",
     HardwareError.OVERHEATING: "overheating",
     HardwareError.MOTOR_ENCODER: "motor encoder error",
@@ -64,11 +66,7 @@ _STATUS_ERROR_TEXT: dict[int, str] = {
 
 def describe_hardware_error(bits: int) -> str:
     """A readable list of the Hardware Error Status bits that are set."""
-    texts = [text for flag, text in _HARDWARE_ERROR_TEXT.items() if bits & flag]
-    unknown = bits & ~sum(_HARDWARE_ERROR_TEXT)
-    if unknown:
-        texts.append(f"unknown bits 0x{unknown:02X}")
-    return ", ".join(texts) if texts else "no hardware error"
+    return describe_bits(bits, _HARDWARE_ERROR_TEXT, "no hardware error")
 
 
 def describe_status_error(error: int) -> str:

@@ -11,8 +11,9 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from drivers.base import DriverParams
+from drivers.base import check_distinct
 from drivers.dynamixel import protocol as dxl
+from drivers.serial_bus.driver import ServoBusParams
 
 __all__ = ["DynamixelDeviceParams", "DynamixelParams"]
 
@@ -30,11 +31,9 @@ class DynamixelDeviceParams(BaseModel):
     current_limit: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
 
 
-class DynamixelParams(DriverParams):
-    """The Dynamixel driver's configuration (times in s)."""
+class DynamixelParams(ServoBusParams):
+    """The Dynamixel driver's configuration (times in s): `port` and `baudrate`, its devices."""
 
-    port: str = Field(min_length=1)  # e.g. /dev/serial/by-id/usb-FTDI_USB__-__Serial_Converter_…
-    baudrate: int = Field(default=1_000_000, gt=0)
     devices: dict[str, DynamixelDeviceParams] = Field(min_length=1)
     operating_mode: Literal["position", "extended_position", "current_based_position"] = (
         "extended_position"
@@ -68,9 +67,5 @@ class DynamixelParams(DriverParams):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Self:
-        seen: dict[int, str] = {}
-        for name, device in self.devices.items():
-            if device.id in seen:
-                raise ValueError(f"devices {seen[device.id]!r} and {name!r}: same id {device.id}")
-            seen[device.id] = name
+        check_distinct({name: device.id for name, device in self.devices.items()}, "id")
         return self

@@ -50,6 +50,13 @@ from drivers.dynamixel.table import (
     watchdog_s,
     watchdog_units,
 )
+from drivers.serial_bus.framing import (
+    Decoded,
+    FrameParser,
+    sync_write_params,
+    transaction_time_s,
+    wire_time_s,
+)
 
 __all__ = [
     "ALERT_BIT",
@@ -235,12 +242,8 @@ def make_sync_read(address: int, length: int, ids: Sequence[int]) -> bytes:
 
 def make_sync_write(address: int, length: int, data_by_id: Mapping[int, bytes]) -> bytes:
     """One broadcast Sync Write of `length` bytes per device; devices do not answer."""
-    params = bytearray(u16(address) + u16(length))
-    for device_id, data in data_by_id.items():
-        if len(data) != length:
-            raise ValueError(f"sync write: id {device_id} has {len(data)} bytes, expected {length}")
-        params += bytes([device_id]) + data
-    return encode_packet(BROADCAST_ID, Instruction.SYNC_WRITE, bytes(params))
+    params = sync_write_params(u16(address) + u16(length), length, data_by_id)
+    return encode_packet(BROADCAST_ID, Instruction.SYNC_WRITE, params)
 
 
 def make_status(device_id: int, error: int, data: bytes = b"") -> bytes:
@@ -261,60 +264,22 @@ def status_packet_size(data_length: int) -> int:
     return _OVERHEAD + 1 + data_length
 
 
-class PacketParser:
-    """Turns a byte stream into packets, resynchronising after garbage.
+class PacketParser(FrameParser[Packet]):
+    """Turns a byte stream into packets, resynchronising after garbage (`FrameParser`).
 
-    `feed` returns the complete packets found so far. The parser scans for the header, checks the
-    ID, the length (at most `max_length`) and the CRC, and un-stuffs the parameters. Bytes that
-    cannot belong to a valid packet are discarded; every run of discarded bytes counts once in
-    `corrupt`. A candidate that is still incomplete is dropped as soon as a complete valid packet
-    starts after it, so one bogus length field cannot swallow the packets that follow.
-
-    With `keep_bad_crc` (what a device does), a packet whose header, ID and length are valid but
-    whose CRC is not is returned with ``crc_ok=False`` instead of being discarded.
+    The parser scans for the header, checks the ID, the length (at most `max_length`) and the CRC,
+    and un-stuffs the parameters. With `keep_bad_crc` (what a device does), a packet whose header,
+    ID and length are valid but whose CRC is not is returned with ``crc_ok=False`` instead of
+    being discarded.
     """
 
+    header = HEADER
+
     def __init__(self, max_length: int = 1024, *, keep_bad_crc: bool = False) -> None:
-        self.max_length = max_length
+        super().__init__(max_length)
         self.keep_bad_crc = keep_bad_crc
-        self.corrupt = 0
-        self._buffer = bytearray()
-        self._in_garbage = False
 
-    @property
-    def pending(self) -> int:
-        """Bytes held back: a packet that is not complete yet (or a partial header)."""
-        return len(self._buffer)
-
-    def feed(self, data: bytes) -> list[Packet]:
-        self._buffer += data
-        packets: list[Packet] = []
-        while True:
-            found = self._next_packet()
-            if found is None:
-                return packets
-            packets.append(found)
-
-    def _next_packet(self) -> Packet | None:
-        buf = self._buffer
-        first_incomplete: int | None = None
-        start = buf.find(HEADER)
-        while start >= 0:
-            outcome = self._try_decode(start)
-            if isinstance(outcome, tuple):
-                packet, end = outcome
-                self._discard(start)
-                del buf[: end - start]
-                self._in_garbage = False
-                return packet
-            if outcome == "incomplete" and first_incomplete is None:
-                first_incomplete = start
-            start = buf.find(HEADER, start + 1)
-        keep_from = first_incomplete if first_incomplete is not None else _partial_header_start(buf)
-        self._discard(keep_from)
-        return None
-
-    def _try_decode(self, start: int) -> tuple[Packet, int] | str:
+    def _try_decode(self, start: int) -> Decoded[Packet]:
         buf = self._buffer
         if len(buf) < start + 7:
             return "incomplete"
@@ -333,43 +298,3 @@ class PacketParser:
             return "invalid"
         body = unstuff(buf[start + 7 : end - 2])
         return Packet(packet_id, body[0], body[1:], crc_ok), end
-
-    def _discard(self, count: int) -> None:
-        if count <= 0:
-            return
-        del self._buffer[:count]
-        if not self._in_garbage:
-            self.corrupt += 1
-            self._in_garbage = True
-
-    def reset(self) -> int:
-        """Drop the buffer; returns how many bytes were pending."""
-        pending = len(self._buffer)
-        self._buffer.clear()
-        self._in_garbage = False
-        return pending
-
-
-def _partial_header_start(buf: bytearray) -> int:
-    """Where a header might begin in the last 3 bytes (so it is kept), else len(buf)."""
-    for start in range(max(0, len(buf) - 3), len(buf)):
-        if HEADER.startswith(buf[start:]):
-            return start
-    return len(buf)
-
-
-# -- time on the wire -------------------------------------------------------------------------
-
-
-def wire_time_s(n_bytes: int, baudrate: int) -> float:
-    """Seconds to send `n_bytes` at `baudrate` (8N1: 10 bits per byte)."""
-    return n_bytes * 10.0 / baudrate
-
-
-def transaction_time_s(
-    request_size: int, reply_sizes: Sequence[int], baudrate: int, return_delay_s: float
-) -> float:
-    """Bus time of one transaction, s: the request on the wire, then each device in turn waits
-    its Return Delay Time and sends its status packet (as devices do for a Sync Read)."""
-    wire = wire_time_s(request_size + sum(reply_sizes), baudrate)
-    return wire + return_delay_s * len(reply_sizes)

@@ -1,24 +1,18 @@
 """A simulated chain of Dynamixel X-series devices behind a pseudo-terminal, speaking Protocol 2.0.
 
-`SimulatedDynamixelChain` opens a pty (`os.openpty`) and serves several IDs from a background thread
-(a blocking `select` loop on the master side with a stop event); the driver, or any Protocol 2.0
-tool, opens `chain.port` (the pty's slave path) as if it were a U2D2 adapter. Each device is a
+`SimulatedDynamixelChain` serves several IDs on a pty (`drivers.serial_bus.pty_chain`); the
+driver, or any Protocol 2.0 tool, opens `chain.port` as if it were a U2D2 adapter. Each device is a
 `SimulatedMotor` behind a byte-addressed X-series control table (XM430 layout, addresses 0-255,
 with the access rules of the real device): a `SimulatedDynamixel` (`drivers.dynamixel.sim_device`,
 re-exported here) that serves every Protocol 2.0 instruction of the X series, latches hardware
 errors and honours its Bus Watchdog. Status packets leave after the Return Delay Time (9), one
 device after the other for a Sync Read or Bulk Read (in the order the packet lists them) and a
-broadcast Ping (in ID order). A device hears only the baud rate its Baud Rate (8) selects.
-
-Timing uses the wall clock (`time.monotonic`); the motors use the injected `clock`. A pty does not
-throttle bytes to the baud rate; with `model_wire_time` the replies are delayed by their wire time.
-A client that configured another (standard) baud rate than the chain's is not understood at all.
+broadcast Ping (in ID order). A device hears only the baud rate its Baud Rate (8) selects: a
+client that configured another (standard) baud rate is not understood at all.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 import termios
 import threading
 import time
@@ -30,13 +24,18 @@ from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Instruction, Packet
 from drivers.dynamixel.sim_device import DynamixelFaults, SimulatedDynamixel
 from drivers.dynamixel.table import return_delay_units
-from drivers.pty_chain import PtyChain, serve_until_stopped
-from drivers.sim.motor import MotorParams, SimulatedMotor
+from drivers.serial_bus.pty_chain import (
+    PtyChain,
+    in_reply_order,
+    serve_until_stopped,
+    simulated_motors,
+)
+from drivers.sim.motor import MotorParams
 
 __all__ = ["DynamixelFaults", "SimulatedDynamixel", "SimulatedDynamixelChain", "run"]
 
 
-class SimulatedDynamixelChain(PtyChain[SimulatedDynamixel]):
+class SimulatedDynamixelChain(PtyChain[SimulatedDynamixel, Packet]):
     """Several simulated devices on one pty, served by a background thread (`PtyChain`).
 
     Use as a context manager (or `start()` / `stop()`); `port` is the path to open. Test hooks:
@@ -60,22 +59,21 @@ class SimulatedDynamixelChain(PtyChain[SimulatedDynamixel]):
         model_wire_time: bool = False,
         seed: int = 0,
     ) -> None:
-        if not ids or len(set(ids)) != len(ids) or not all(0 <= i <= dxl.MAX_ID for i in ids):
-            raise ValueError(f"ids {list(ids)}: need distinct ids in [0, {dxl.MAX_ID}]")
         params = motor_params or MotorParams(counts_per_rev=dxl.COUNTS_PER_REV)
-        positions = initial_positions or {}
+        motors = simulated_motors(ids, dxl.MAX_ID, params, initial_positions, clock, seed)
         baud_index = dxl.baud_rate_index(baudrate)  # raises ValueError
-        devices: dict[int, SimulatedDynamixel] = {}
-        for n, device_id in enumerate(ids):
-            motor_p = dataclasses.replace(params, initial_position=positions.get(device_id, 0.0))
-            motor = SimulatedMotor(motor_p, clock, seed=seed + n)
-            devices[device_id] = SimulatedDynamixel(
-                device_id, motor, model_number=model_number,
-                return_delay=return_delay_units(return_delay_s), baud_rate=baud_index,
+        devices = {
+            device_id: SimulatedDynamixel(
+                device_id,
+                motor,
+                model_number=model_number,
+                return_delay=return_delay_units(return_delay_s),
+                baud_rate=baud_index,
                 reboot_s=reboot_s,
-            )  # fmt: skip
+            )
+            for device_id, motor in motors.items()
+        }
         super().__init__(devices, baudrate=baudrate, model_wire_time=model_wire_time)
-        self._parser = dxl.PacketParser(keep_bad_crc=True)
 
     # -- test hooks -----------------------------------------------------------------------------
 
@@ -94,20 +92,13 @@ class SimulatedDynamixelChain(PtyChain[SimulatedDynamixel]):
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def _on_start(self) -> None:
-        self._parser = dxl.PacketParser(keep_bad_crc=True)
+    def _new_parser(self) -> dxl.PacketParser:
+        return dxl.PacketParser(keep_bad_crc=True)
 
     def _receive(self, data: bytes, slave: int, now: float) -> None:
         rate = self._client_baudrate(slave) if data else None
         for packet in self._parser.feed(data):
             self._dispatch(packet, now, rate)
-
-    def _tick(self, now: float) -> None:
-        for device in self._devices.values():
-            device.tick(now)
-
-    def _wire_time_s(self, length: int) -> float:
-        return dxl.wire_time_s(length, self.baudrate)
 
     @staticmethod
     def _client_baudrate(slave: int) -> int | None:
@@ -130,8 +121,7 @@ class SimulatedDynamixelChain(PtyChain[SimulatedDynamixel]):
         if packet.id != dxl.BROADCAST_ID:
             devices = [d for d in devices if d.id == packet.id]
         elif packet.instruction in _ORDER_OF_REPLIES:
-            order = list(_ORDER_OF_REPLIES[packet.instruction](packet.params))
-            devices.sort(key=lambda d: order.index(d.id) if d.id in order else len(order))
+            in_reply_order(devices, list(_ORDER_OF_REPLIES[packet.instruction](packet.params)))
         self._answer(((device, device.handle(packet, now)) for device in devices), now)
 
 
@@ -156,21 +146,15 @@ def run(
     out: TextIO | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve a simulated chain until `stop` is set (or Ctrl-C); for ``armd sim-device dynamixel``.
-
-    Once the chain is ready, `on_ready(port)` runs; by default it prints the pty path (one line,
-    flushed) on `out`. With `link`, also creates a symlink at that path (replacing an existing
-    symlink, never a regular file) and removes it on exit. Point the `dynamixel` driver at it
+    """Serve a simulated chain until `stop` is set (or Ctrl-C); for ``armd sim-device dynamixel``
+    (`link`, `on_ready`, `out`: see `serve_until_stopped`). Point the `dynamixel` driver at it
     with the same baud rate; its defaults work (on a pty its reply margin is 50 ms: this process
     is scheduled like any other). Raises ValueError for a baud rate the X series does not offer.
     """
-
-    def print_port(port: str) -> None:
-        print(port, file=out or sys.stdout, flush=True)
 
     with SimulatedDynamixelChain(
         ids, baudrate=baudrate, model_number=model_number, return_delay_s=return_delay_s,
         model_wire_time=model_wire_time, motor_params=motor_params,
         initial_positions=initial_positions,
     ) as chain:  # fmt: skip
-        serve_until_stopped(chain, link=link, on_ready=on_ready or print_port, stop=stop)
+        serve_until_stopped(chain, link=link, stop=stop, on_ready=on_ready, out=out)

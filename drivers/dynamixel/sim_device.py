@@ -27,28 +27,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Addr, Instruction, Packet, StatusError
 from drivers.dynamixel.sim_table import ControlTable
+from drivers.serial_bus.framing import sync_write_data
+from drivers.serial_bus.pty_chain import LinkFaults
 from drivers.sim.motor import SimulatedMotor
 
 __all__ = ["DynamixelFaults", "SimulatedDynamixel"]
 
 
-@dataclass
-class DynamixelFaults:
-    """Injected communication faults of one device; tests set these fields directly.
-
-    silent: the device never answers. drop_next: it ignores the next n replies it would send.
-    corrupt_next: the next n replies go out with a broken CRC. extra_delay_s: added to every reply.
-    """
-
-    silent: bool = False
-    drop_next: int = 0
-    corrupt_next: int = 0
-    extra_delay_s: float = 0.0
+DynamixelFaults = LinkFaults
+"""Injected communication faults of one device (`drivers.serial_bus.pty_chain.LinkFaults`)."""
 
 
 class SimulatedDynamixel:
@@ -186,9 +177,8 @@ class SimulatedDynamixel:
     def _sync_write(self, packet: Packet, now: float) -> bytes | None:
         params = packet.params
         address, length = _u16(params, 0), _u16(params, 2)
-        for start in range(4, len(params) - length, length + 1):
-            if params[start] == self.id:
-                self.write_range(address, params[start + 1 : start + 1 + length])
+        for data in sync_write_data(params, 4, length, self.id):
+            self.write_range(address, data)
         return None  # Sync Write is never answered
 
     def _bulk_write(self, packet: Packet, now: float) -> bytes | None:

@@ -30,194 +30,88 @@ raises `DeviceFaultError` naming what persists (a hot servo must cool down, a vo
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable
 
-from drivers.base import (
-    Clock,
-    DeviceCommand,
-    DeviceState,
-    Driver,
-    DriverParams,
-    Lifecycle,
-)
-from drivers.errors import (
-    DeviceFaultError,
-    DriverConfigError,
-    DriverError,
-    DriverIOError,
-    DriverOpenError,
-    DriverTimeoutError,
-)
+from drivers.base import Clock, DeviceState, DriverParams, Lifecycle
+from drivers.errors import DeviceFaultError, DriverOpenError
 from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
 from drivers.feetech.device import Servo
 from drivers.feetech.link import FeetechLink
 from drivers.feetech.params import FeetechDeviceParams, FeetechParams
-from drivers.feetech.protocol import ErrorBit
+from drivers.feetech.protocol import ErrorBit, Packet
 from drivers.feetech.table import MODELS, Addr, StatusBlock
+from drivers.serial_bus.driver import ServoBusDriver
 
 __all__ = ["FeetechDeviceParams", "FeetechDriver", "FeetechParams"]
 
 log = logging.getLogger(__name__)
 
-_WARN_EVERY_S = 10.0
 _BLOCK = tb.STATUS_BLOCK_LENGTH
 
 
-class FeetechDriver(Driver):
+class FeetechDriver(ServoBusDriver[Servo, StatusBlock, Packet]):
     """A Feetech SCS/STS chain on one serial port (see the module docstring)."""
 
     Params = FeetechParams
+    status_block_length = _BLOCK
+    goal_position = (Addr.GOAL_POSITION, 2)
+    torque_enable_address = Addr.TORQUE_ENABLE
+    torque_items = ("Torque Enable", "Torque Enable")
 
     def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
-        if not isinstance(params, FeetechParams):
-            raise DriverConfigError(f"FeetechDriver needs FeetechParams, not {type(params)}")
-        super().__init__(params, clock=clock)
-        self._p = params
-        self._servos = tuple(
-            Servo(name, d.id, MODELS[d.model], d.torque_limit) for name, d in params.devices.items()
-        )
-        self._by_name = {servo.name: servo for servo in self._servos}
-        self._link: FeetechLink | None = None
-        self._lock = asyncio.Lock()
-        self._states: dict[str, DeviceState] = {}
-        self._limits: dict[int, tuple[int, int]] = {}
+        p = self._checked(params, FeetechParams)
+        servos = [
+            Servo(name, d.id, MODELS[d.model], d.torque_limit) for name, d in p.devices.items()
+        ]
+        super().__init__(p, servos, clock=clock)
+        self._p = p
         self._unloading: dict[int, int] = {}
-        self._warned_at: dict[str, float] = {}
 
-    @property
-    def device_names(self) -> tuple[str, ...]:
-        return tuple(servo.name for servo in self._servos)
-
-    # -- lifecycle hooks ------------------------------------------------------------------------
-
-    async def _open(self) -> None:
-        p = self._p
-        self._link = FeetechLink(
-            p.port, p.baudrate, reply_margin_s=p.reply_margin_s, usb_latency_s=p.usb_latency_s,
-            retries=p.retries,
-        )  # fmt: skip
-        self._states.clear()
-        try:
-            await self._link.open()
-            await self._ping_all()
-            for servo in self._servos:
-                await self._configure(servo)
-            self._link.return_delay_s = 0.0
-            self._log_cycle_time()
-        except BaseException:
-            await self._close()
-            raise
-
-    async def _enable(self) -> None:
-        async with self._lock:
-            blocks = await self._read_all("enable")
-            faulted = [
-                f"{s}: {ft.describe_error(blocks[s.id].status)}"
-                for s in self._servos
-                if blocks[s.id].status
-            ]
-            if faulted:
-                raise DeviceFaultError(
-                    f"cannot enable: {'; '.join(faulted)}; remove the cause, then clear faults"
-                )
-            try:
-                for servo in self._servos:
-                    goal = servo.word(blocks[servo.id].position, Addr.GOAL_POSITION)
-                    await self._write_item(servo, Addr.GOAL_POSITION, goal, "Goal Position")
-                    address = servo.spec.torque_limit_address
-                    if address is not None:
-                        limit = servo.word(tb.torque_limit_units(servo.torque_limit), address)
-                        await self._write_item(servo, address, limit, "Torque Limit")
-                for servo in self._servos:
-                    await self._write_item(servo, Addr.TORQUE_ENABLE, b"\x01", "Torque Enable")
-            except DriverError:
-                await self._torque_off_all()
-                raise
-
-    async def _disable(self) -> None:
-        async with self._lock:
-            await self._torque_off_all(best_effort=False)
-            failures = []
-            for servo in self._servos:
-                try:
-                    line = self._line()
-                    on = await line.read_item(servo, Addr.TORQUE_ENABLE, 1, "Torque Enable")
-                    if on != b"\x00":
-                        await self._write_item(servo, Addr.TORQUE_ENABLE, b"\x00", "Torque Enable")
-                except DriverError as exc:
-                    failures.append(str(exc))
-            if failures:
-                raise DriverIOError(f"torque may still be on: {'; '.join(failures)}")
-
-    async def _close(self) -> None:
-        link, self._link = self._link, None
-        if link is not None:
-            await link.close()  # never raises
-
-    async def _read(self) -> Mapping[str, DeviceState]:
-        async with self._lock:
-            await self._read_blocks()
-        return dict(self._states)
-
-    async def _write(self, commands: Mapping[str, DeviceCommand]) -> None:
-        goals: dict[int, bytes] = {}
-        for name, command in commands.items():
-            servo = self._by_name[name]
-            counts = servo.goal_counts(command.position, self._limits[servo.id])
-            goals[servo.id] = servo.word(counts, Addr.GOAL_POSITION)
-        if goals:
-            request = ft.make_sync_write(Addr.GOAL_POSITION, 2, goals)
-            async with self._lock:
-                await self._line().transact(request, (), 0)
+    # -- Driver hooks beyond the servo bus's ------------------------------------------------------
 
     async def _clear_faults(self) -> None:
         """Clear latched overloads (Torque Enable = 0); raises `DeviceFaultError` naming the
         conditions that persist, `DriverTimeoutError` when a servo stays silent."""
         async with self._lock:
             blocks = await self._read_all("clear faults")
-            for servo in self._servos:
+            for servo in self._devices:
                 if blocks[servo.id].status & ErrorBit.OVERLOAD:
                     log.warning("%s: clearing an overload", servo)
-                    await self._write_item(servo, Addr.TORQUE_ENABLE, b"\x00", "Torque Enable")
+                    await self._torque(servo, on=False)
             after = await self._read_all("check the faults")
             still = [
                 f"{s}: {ft.describe_error(after[s.id].status)}"
-                for s in self._servos
+                for s in self._devices
                 if after[s.id].status
             ]
             if still:
                 raise DeviceFaultError(f"faults persist: {'; '.join(still)}")
 
-    # -- open -----------------------------------------------------------------------------------
+    # -- the servo bus's hooks: open ----------------------------------------------------------
 
-    async def _ping_all(self) -> None:
-        silent: list[str] = []
-        wrong: list[str] = []
-        for servo in self._servos:
-            try:
-                await self._line().command(servo, ft.make_ping(servo.id), "Ping")
-                data = await self._line().read_item(servo, Addr.MODEL_NUMBER, 2, "Model Number")
-            except DriverTimeoutError:
-                silent.append(str(servo))
-                continue
-            model = ft.decode_word(data, servo.spec.byteorder)
-            log.info("%s: model number %d", servo, model)
-            if model != servo.spec.model_number:
-                wrong.append(
-                    f"{servo}: model number {model}, configured {servo.spec.name} "
-                    f"({servo.spec.model_number})"
-                )
-        if silent:
-            raise DriverTimeoutError(
-                f"port {self._p.port!r} at {self._p.baudrate} baud: no answer to Ping from "
-                f"{', '.join(silent)}; check power, wiring, ids and baud rate"
-            )
-        if wrong:
-            raise DriverOpenError("; ".join(wrong))
+    def _make_link(self) -> FeetechLink:
+        return FeetechLink.for_params(self._p)
+
+    async def _bring_up(self) -> None:
+        """Identify and configure every servo; each then answers at once (Return Delay Time 0)."""
+        await super()._bring_up()
+        for servo in self._devices:
+            self._line().set_return_delay(servo.id, 0.0)
+
+    async def _identify(self, servo: Servo) -> str | None:
+        await self._line().command(servo, ft.make_ping(servo.id), "Ping")
+        data = await self._read_item(servo, Addr.MODEL_NUMBER, 2, "Model Number")
+        model = ft.decode_word(data, servo.spec.byteorder)
+        log.info("%s: model number %d", servo, model)
+        if model == servo.spec.model_number:
+            return None
+        return (
+            f"{servo}: model number {model}, configured {servo.spec.name} "
+            f"({servo.spec.model_number})"
+        )
 
     async def _configure(self, servo: Servo) -> None:
         """Check the EEPROM settings (writing only those that differ) and read the limits."""
@@ -257,105 +151,58 @@ class FeetechDriver(Driver):
             await self._write_item(servo, lock, b"\x01", "Lock = 1")
 
     def _log_cycle_time(self) -> None:
-        ids = [s.id for s in self._servos if s.spec.sync_read]
-        request = len(ft.make_sync_read(tb.STATUS_BLOCK_ADDRESS, _BLOCK, ids))
-        replies = [ft.status_packet_size(_BLOCK)] * len(ids)
-        bus_s = ft.transaction_time_s(request, replies, self._p.baudrate, 0.0)
+        ids = [s.id for s in self._devices if s.spec.sync_read]
+        bus_s, deadline_s = self._cycle_times(tb.STATUS_BLOCK_ADDRESS, ids)
         log.info(
             "port %r: one Sync Read of %d servos takes %.2f ms on the bus at %d baud, "
             "deadline %.2f ms",
-            self._p.port, len(ids), bus_s * 1e3, self._p.baudrate,
-            self._line().deadline_s(request, replies) * 1e3,
+            self._p.port, len(ids), bus_s * 1e3, self._p.baudrate, deadline_s * 1e3,
         )  # fmt: skip
 
-    async def _torque_off_all(self, *, best_effort: bool = True) -> None:
-        """One Sync Write of Torque Enable = 0: every servo lets go at the same moment."""
-        request = ft.make_sync_write(Addr.TORQUE_ENABLE, 1, {s.id: b"\x00" for s in self._servos})
-        try:
-            await self._line().transact(request, (), 0)
-        except DriverError as exc:
-            if not best_effort:
-                raise
-            log.warning("port %r: torque off failed: %s", self._p.port, exc)
+    # -- the servo bus's hooks: enable, disable ---------------------------------------------------
 
-    # -- the cyclic transaction -----------------------------------------------------------------
+    def _block_fault(self, block: StatusBlock) -> str | None:
+        return ft.describe_error(block.status) if block.status else None
+
+    async def _prepare(self, servo: Servo, block: StatusBlock) -> None:
+        """Before torque on: hold the present position, write the configured torque limit."""
+        goal = servo.word(block.position, Addr.GOAL_POSITION)
+        await self._write_item(servo, Addr.GOAL_POSITION, goal, "Goal Position")
+        address = servo.spec.torque_limit_address
+        if address is not None:
+            limit = servo.word(tb.torque_limit_units(servo.torque_limit), address)
+            await self._write_item(servo, address, limit, "Torque Limit")
+
+    async def _torque_check(self) -> Callable[[Servo], Awaitable[bool]]:
+        async def still_on(servo: Servo) -> bool:
+            on = await self._read_item(servo, Addr.TORQUE_ENABLE, 1, "Torque Enable")
+            return on != b"\x00"
+
+        return still_on
+
+    # -- the servo bus's hooks: the cyclic transaction ------------------------------------------
 
     async def _read_blocks(self) -> dict[int, StatusBlock]:
         """One Sync Read of the STS servos' status blocks (and one Read per SCS servo); updates
         the states and counts the problems."""
-        line = self._line()
         blocks: dict[int, StatusBlock] = {}
-        synced = [s for s in self._servos if s.spec.sync_read]
+        synced = [s for s in self._devices if s.spec.sync_read]
         if synced:
-            ids = [s.id for s in synced]
-            request = ft.make_sync_read(tb.STATUS_BLOCK_ADDRESS, _BLOCK, ids)
-            reply = await line.transact(request, ids, _BLOCK)
-            self._take(synced, reply.packets, reply.corrupt, reply.timed_out, blocks)
-        for servo in self._servos:
+            await self._sync_read_blocks(synced, tb.STATUS_BLOCK_ADDRESS, blocks, what="read")
+        for servo in self._devices:
             if not servo.spec.sync_read:
                 request = ft.make_read(servo.id, tb.STATUS_BLOCK_ADDRESS, _BLOCK)
-                reply = await line.transact(request, [servo.id], _BLOCK)
-                self._take([servo], reply.packets, reply.corrupt, reply.timed_out, blocks)
+                reply = await self._line().transact(request, [servo.id], _BLOCK)
+                self._take([servo], reply, blocks, what="read")
         return blocks
 
-    def _take(
-        self,
-        servos: Sequence[Servo],
-        packets: Mapping[int, ft.Packet],
-        corrupt: int,
-        timed_out: bool,
-        blocks: dict[int, StatusBlock],
-    ) -> None:
-        now = self.clock()
-        for servo in servos:
-            packet = packets.get(servo.id)
-            if packet is None:
-                self._count(servo, "missing_replies", f"{servo}: no status packet")
-            elif len(packet.params) != _BLOCK:
-                size = len(packet.params)
-                self._count(servo, "corrupt_replies", f"{servo}: status of {size} bytes")
-            else:
-                block = tb.decode_status_block(packet.params, servo.spec.byteorder)
-                blocks[servo.id] = block
-                enabled = self.lifecycle is Lifecycle.ENABLED
-                unloading = self._unloading.get(servo.id, 0)
-                self._states[servo.name] = servo.state(
-                    block, packet.error, now, driver_enabled=enabled, unloading=unloading
-                )
-        for _ in range(corrupt):
-            message = f"port {self._p.port!r}: undecodable bytes on the line"
-            self.stats.count_error(None, "corrupt_replies", message)
-        if timed_out:
-            self.stats.count_error(None, "timeouts", f"port {self._p.port!r}: read timed out")
+    def _decode(self, servo: Servo, packet: Packet, now: float) -> tuple[StatusBlock, DeviceState]:
+        block = tb.decode_status_block(packet.params, servo.spec.byteorder)
+        enabled = self.lifecycle is Lifecycle.ENABLED
+        unloading = self._unloading.get(servo.id, 0)
+        state = servo.state(block, packet.error, now, driver_enabled=enabled, unloading=unloading)
+        return block, state
 
-    async def _read_all(self, action: str) -> dict[int, StatusBlock]:
-        blocks = await self._read_blocks()
-        missing = [str(s) for s in self._servos if s.id not in blocks]
-        if missing:
-            raise DriverTimeoutError(f"cannot {action}: no valid status from {', '.join(missing)}")
-        return blocks
-
-    def _count(self, servo: Servo, kind: str, message: str) -> None:
-        """Count a problem; log it at most once per `_WARN_EVERY_S` per servo."""
-        self.stats.count_error(servo.name, kind, message)
-        now = time.monotonic()
-        if now - self._warned_at.get(servo.name, -_WARN_EVERY_S) >= _WARN_EVERY_S:
-            self._warned_at[servo.name] = now
-            log.warning(
-                "%s (%d problems so far)", message, self.stats.per_device_errors[servo.name]
-            )
-
-    # -- transactions ---------------------------------------------------------------------------
-
-    def _line(self) -> FeetechLink:
-        """The serial link while open. Raises DriverIOError."""
-        if self._link is None:
-            raise DriverIOError(f"port {self._p.port!r} is not open")
-        return self._link
-
-    async def _read_item(self, servo: Servo, address: int, length: int, what: str) -> bytes:
-        return await self._line().read_item(servo, address, length, what)
-
-    async def _write_item(self, servo: Servo, address: int, data: bytes, what: str) -> None:
-        """Write one item; the answer's status bits are the read path's business."""
-        await self._line().write_item(servo, address, data, what)
+    def _goal(self, servo: Servo, position: float) -> bytes:
+        counts = servo.goal_counts(position, self._limits[servo.id])
+        return servo.word(counts, Addr.GOAL_POSITION)

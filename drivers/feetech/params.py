@@ -28,9 +28,10 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drivers.base import DriverParams
+from drivers.base import check_distinct
 from drivers.feetech import protocol as ft
 from drivers.feetech.table import MODELS
+from drivers.serial_bus.driver import ServoBusParams
 
 __all__ = ["FeetechDeviceParams", "FeetechParams"]
 
@@ -54,11 +55,9 @@ class FeetechDeviceParams(BaseModel):
         return self
 
 
-class FeetechParams(DriverParams):
-    """The Feetech driver's configuration (times in s)."""
+class FeetechParams(ServoBusParams):
+    """The Feetech driver's configuration (times in s): `port` and `baudrate`, its servos."""
 
-    port: str = Field(min_length=1)
-    baudrate: int = Field(default=1_000_000, gt=0)
     devices: dict[str, FeetechDeviceParams] = Field(min_length=1)
     reply_margin_s: float = Field(default=0.01, ge=0.0, allow_inf_nan=False)
     usb_latency_s: float = Field(default=0.001, ge=0.0, allow_inf_nan=False)
@@ -66,9 +65,5 @@ class FeetechParams(DriverParams):
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Self:
-        seen: dict[int, str] = {}
-        for name, device in self.devices.items():
-            if device.id in seen:
-                raise ValueError(f"devices {seen[device.id]!r} and {name!r}: same id {device.id}")
-            seen[device.id] = name
+        check_distinct({name: device.id for name, device in self.devices.items()}, "id")
         return self

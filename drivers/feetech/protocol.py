@@ -26,6 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from drivers.serial_bus.framing import (
+    Decoded,
+    FrameParser,
+    describe_bits,
+    sync_write_params,
+    transaction_time_s,
+    wire_time_s,
+)
+
 __all__ = [
     "BROADCAST_ID",
     "HEADER",
@@ -91,7 +100,7 @@ class ErrorBit(enum.IntFlag):
     OVERLOAD = 0x20
 
 
-_ERROR_TEXT = {
+_ERROR_TEXT: dict[int, str] = {
     ErrorBit.VOLTAGE: "input voltage out of range",
     ErrorBit.SENSOR: "angle sensor (magnetic encoder) error",
     ErrorBit.OVERHEAT: "overheat",
@@ -102,11 +111,7 @@ _ERROR_TEXT = {
 
 def describe_error(bits: int) -> str:
     """A readable list of the status error bits that are set."""
-    texts = [text for flag, text in _ERROR_TEXT.items() if bits & flag]
-    unknown = bits & ~sum(_ERROR_TEXT)
-    if unknown:
-        texts.append(f"unknown bits 0x{unknown:02X}")
-    return ", ".join(texts) if texts else "no error"
+    return describe_bits(bits, _ERROR_TEXT, "no error")
 
 
 # -- words and sign-magnitude -------------------------------------------------------------------
@@ -204,12 +209,8 @@ def make_sync_read(address: int, length: int, ids: Sequence[int]) -> bytes:
 
 def make_sync_write(address: int, length: int, data_by_id: Mapping[int, bytes]) -> bytes:
     """One broadcast Sync Write of `length` bytes per servo; servos do not answer."""
-    params = bytearray([address, length])
-    for device_id, data in data_by_id.items():
-        if len(data) != length:
-            raise ValueError(f"sync write: id {device_id} has {len(data)} bytes, expected {length}")
-        params += bytes([device_id]) + data
-    return encode_packet(BROADCAST_ID, Instruction.SYNC_WRITE, bytes(params))
+    params = sync_write_params(bytes([address, length]), length, data_by_id)
+    return encode_packet(BROADCAST_ID, Instruction.SYNC_WRITE, params)
 
 
 def make_status(device_id: int, error: int, data: bytes = b"") -> bytes:
@@ -222,57 +223,19 @@ def status_packet_size(data_length: int) -> int:
     return _OVERHEAD + data_length
 
 
-class PacketParser:
-    """Turns a byte stream into packets, resynchronising after garbage.
+class PacketParser(FrameParser[Packet]):
+    """Turns a byte stream into packets, resynchronising after garbage (`FrameParser`).
 
-    `feed` returns the complete packets found so far. The parser looks for ``FF FF``, checks the ID
-    (0-253 or broadcast), LEN (2..`max_length`) and the checksum; on any failure it resumes the
-    search one byte further. Discarded bytes count once per run in `corrupt`. A candidate that is
-    still incomplete is dropped as soon as a complete valid packet starts after it, so one bogus
-    LEN cannot swallow the packets that follow.
+    The parser looks for ``FF FF``, checks the ID (0-253 or broadcast), LEN (2..`max_length`) and
+    the checksum; on any failure it resumes the search one byte further.
     """
 
+    header = HEADER
+
     def __init__(self, max_length: int = MAX_LENGTH) -> None:
-        self.max_length = max_length
-        self.corrupt = 0
-        self._buffer = bytearray()
-        self._in_garbage = False
+        super().__init__(max_length)
 
-    @property
-    def pending(self) -> int:
-        """Bytes held back: a packet that is not complete yet (or a partial header)."""
-        return len(self._buffer)
-
-    def feed(self, data: bytes) -> list[Packet]:
-        self._buffer += data
-        packets: list[Packet] = []
-        while (found := self._next_packet()) is not None:
-            packets.append(found)
-        return packets
-
-    def _next_packet(self) -> Packet | None:
-        buf = self._buffer
-        first_incomplete: int | None = None
-        start = buf.find(HEADER)
-        while start >= 0:
-            outcome = self._try_decode(start)
-            if isinstance(outcome, tuple):
-                packet, end = outcome
-                self._discard(start)
-                del buf[: end - start]
-                self._in_garbage = False
-                return packet
-            if outcome == "incomplete" and first_incomplete is None:
-                first_incomplete = start
-            start = buf.find(HEADER, start + 1)
-        if first_incomplete is not None:
-            keep_from = first_incomplete
-        else:
-            keep_from = len(buf) - 1 if buf.endswith(b"\xff") else len(buf)
-        self._discard(keep_from)
-        return None
-
-    def _try_decode(self, start: int) -> tuple[Packet, int] | str:
+    def _try_decode(self, start: int) -> Decoded[Packet]:
         buf = self._buffer
         if len(buf) < start + 4:
             return "incomplete"
@@ -287,35 +250,3 @@ class PacketParser:
         if checksum(memoryview(buf)[start + 2 : end - 1]) != buf[end - 1]:
             return "invalid"
         return Packet(packet_id, buf[start + 4], bytes(buf[start + 5 : end - 1])), end
-
-    def _discard(self, count: int) -> None:
-        if count <= 0:
-            return
-        del self._buffer[:count]
-        if not self._in_garbage:
-            self.corrupt += 1
-            self._in_garbage = True
-
-    def reset(self) -> int:
-        """Drop the buffer; returns how many bytes were pending."""
-        pending = len(self._buffer)
-        self._buffer.clear()
-        self._in_garbage = False
-        return pending
-
-
-# -- time on the wire -------------------------------------------------------------------------
-
-
-def wire_time_s(n_bytes: int, baudrate: int) -> float:
-    """Seconds to send `n_bytes` at `baudrate` (8N1: 10 bits per byte)."""
-    return n_bytes * 10.0 / baudrate
-
-
-def transaction_time_s(
-    request_size: int, reply_sizes: Sequence[int], baudrate: int, return_delay_s: float
-) -> float:
-    """Bus time of one transaction, s: the request, then each servo in turn waits its Return
-    Delay Time and sends its status packet (as servos do for a Sync Read)."""
-    wire = wire_time_s(request_size + sum(reply_sizes), baudrate)
-    return wire + return_delay_s * len(reply_sizes)

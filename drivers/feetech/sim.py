@@ -1,22 +1,16 @@
 """A simulated chain of Feetech STS3215 servos behind a pseudo-terminal, speaking the SCS/STS
 protocol byte for byte.
 
-`SimulatedFeetechChain` opens a pty (`os.openpty`) and serves several IDs from a background thread
-(a blocking `select` loop on the master side with a stop event); the driver, Feetech's own SDK, or
-any SCS/STS tool opens `chain.port` (the pty's slave path) as if it were a USB adapter (the
+`SimulatedFeetechChain` serves several IDs on a pty (`drivers.serial_bus.pty_chain`); the driver,
+Feetech's own SDK, or any SCS/STS tool opens `chain.port` as if it were a USB adapter (the
 SO-101's Waveshare/Feetech board). Each servo is a `SimulatedServo` (`drivers.feetech.sim_device`,
 re-exported here), an STS3215 unless `models` makes it an SCS0009. Status packets leave after the
-Return Delay Time (7), one servo after the other for a Sync Read or a broadcast Ping.
-
-Timing uses the wall clock (`time.monotonic`); the motors use the injected `clock`. A pty does not
-throttle bytes to the baud rate; with `model_wire_time` the replies are delayed by their wire time.
-A client that configured another (standard) baud rate than the chain's is not understood at all.
+Return Delay Time (7), one servo after the other for a Sync Read or a broadcast Ping. A client
+that configured another (standard) baud rate than the chain's is not understood at all.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 import termios
 import threading
 import time
@@ -27,8 +21,13 @@ from drivers.base import Clock
 from drivers.feetech import protocol as ft
 from drivers.feetech.protocol import Instruction, Packet
 from drivers.feetech.sim_device import FeetechFaults, SimulatedServo
-from drivers.pty_chain import PtyChain, serve_until_stopped
-from drivers.sim.motor import MotorParams, SimulatedMotor
+from drivers.serial_bus.pty_chain import (
+    PtyChain,
+    in_reply_order,
+    serve_until_stopped,
+    simulated_motors,
+)
+from drivers.sim.motor import MotorParams
 
 __all__ = ["FeetechFaults", "SimulatedFeetechChain", "SimulatedServo", "run"]
 
@@ -36,7 +35,7 @@ __all__ = ["FeetechFaults", "SimulatedFeetechChain", "SimulatedServo", "run"]
 STS3215_MOTOR = MotorParams(max_velocity=4.7, max_acceleration=60.0, counts_per_rev=4096)
 
 
-class SimulatedFeetechChain(PtyChain[SimulatedServo]):
+class SimulatedFeetechChain(PtyChain[SimulatedServo, Packet]):
     """Several simulated STS3215 on one pty, served by a background thread (`PtyChain`).
 
     Use as a context manager (or `start()` / `stop()`); `port` is the path to open. Test hooks:
@@ -59,19 +58,19 @@ class SimulatedFeetechChain(PtyChain[SimulatedServo]):
         seed: int = 0,
         models: Mapping[int, str] | None = None,
     ) -> None:
-        if not ids or len(set(ids)) != len(ids) or not all(0 <= i <= ft.MAX_ID for i in ids):
-            raise ValueError(f"ids {list(ids)}: need distinct ids in [0, {ft.MAX_ID}]")
-        params = motor_params or STS3215_MOTOR
-        positions = initial_positions or {}
-        devices: dict[int, SimulatedServo] = {}
-        for n, device_id in enumerate(ids):
-            motor_p = dataclasses.replace(params, initial_position=positions.get(device_id, 0.0))
-            motor = SimulatedMotor(motor_p, clock, seed=seed + n)
-            delay = round(return_delay_s / 2e-6)
-            model = (models or {}).get(device_id, "sts3215")
-            devices[device_id] = SimulatedServo(device_id, motor, return_delay=delay, model=model)
+        motors = simulated_motors(
+            ids, ft.MAX_ID, motor_params or STS3215_MOTOR, initial_positions, clock, seed
+        )
+        devices = {
+            device_id: SimulatedServo(
+                device_id,
+                motor,
+                return_delay=round(return_delay_s / 2e-6),
+                model=(models or {}).get(device_id, "sts3215"),
+            )
+            for device_id, motor in motors.items()
+        }
         super().__init__(devices, baudrate=baudrate, model_wire_time=model_wire_time)
-        self._parser = ft.PacketParser()
 
     # -- test hooks -----------------------------------------------------------------------------
 
@@ -90,21 +89,14 @@ class SimulatedFeetechChain(PtyChain[SimulatedServo]):
 
     # -- the protocol ---------------------------------------------------------------------------
 
-    def _on_start(self) -> None:
-        self._parser = ft.PacketParser()
+    def _new_parser(self) -> ft.PacketParser:
+        return ft.PacketParser()
 
     def _receive(self, data: bytes, slave: int, now: float) -> None:
         if data and not self._client_baud_matches(slave):
             return  # at another baud rate the servos only hear noise
         for packet in self._parser.feed(data):
             self._dispatch(packet, now)
-
-    def _tick(self, now: float) -> None:
-        for device in self._devices.values():
-            device.tick(now)
-
-    def _wire_time_s(self, length: int) -> float:
-        return ft.wire_time_s(length, self.baudrate)
 
     def _client_baud_matches(self, slave: int) -> bool:
         """Whether the client configured the chain's baud rate (unknown rates are accepted)."""
@@ -114,8 +106,7 @@ class SimulatedFeetechChain(PtyChain[SimulatedServo]):
     def _dispatch(self, packet: Packet, now: float) -> None:
         devices = sorted(self._devices.values(), key=lambda d: d.id)
         if packet.id == ft.BROADCAST_ID and packet.code == Instruction.SYNC_READ:
-            order = list(packet.params[2:])
-            devices.sort(key=lambda d: order.index(d.id) if d.id in order else len(order))
+            in_reply_order(devices, list(packet.params[2:]))
         elif packet.id != ft.BROADCAST_ID:
             devices = [d for d in devices if d.id == packet.id]
         self._answer(((device, device.handle(packet, now)) for device in devices), now)
@@ -134,20 +125,14 @@ def run(
     out: TextIO | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve a simulated chain until `stop` is set (or Ctrl-C); for ``armd sim-device feetech``.
-
-    Once the chain is ready, `on_ready(port)` runs; by default it prints the pty path (one line,
-    flushed) on `out`. With `link`, also creates a symlink at that path (replacing an existing
-    symlink, never a regular file) and removes it on exit. Point the `feetech` driver at it with
+    """Serve a simulated chain until `stop` is set (or Ctrl-C); for ``armd sim-device feetech``
+    (`link`, `on_ready`, `out`: see `serve_until_stopped`). Point the `feetech` driver at it with
     the same baud rate. `motor_params` (default an STS3215's) and `initial_positions` (rad at
     the shaft, by id; default 0) shape the motors.
     """
-
-    def print_port(port: str) -> None:
-        print(port, file=out or sys.stdout, flush=True)
 
     with SimulatedFeetechChain(
         ids, baudrate=baudrate, return_delay_s=return_delay_s, model_wire_time=model_wire_time,
         motor_params=motor_params, initial_positions=initial_positions,
     ) as chain:  # fmt: skip
-        serve_until_stopped(chain, link=link, on_ready=on_ready or print_port, stop=stop)
+        serve_until_stopped(chain, link=link, stop=stop, on_ready=on_ready, out=out)

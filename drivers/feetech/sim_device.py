@@ -34,6 +34,8 @@ from drivers.feetech import protocol as ft
 from drivers.feetech import table as tb
 from drivers.feetech.protocol import ErrorBit, Instruction, Packet
 from drivers.feetech.table import MODELS, SIGN_BITS, Addr, Item
+from drivers.serial_bus.framing import sync_write_data
+from drivers.serial_bus.pty_chain import LinkFaults
 from drivers.sim.motor import SimulatedMotor
 
 __all__ = ["TABLE_SIZE", "FeetechFaults", "SimulatedServo"]
@@ -45,20 +47,15 @@ _STALL_CURRENT_UNITS = 415  # Present_Current (6.5 mA) at stall: ~2.7 A
 
 
 @dataclass
-class FeetechFaults:
+class FeetechFaults(LinkFaults):
     """Injected faults of one servo; tests set these fields directly (under the chain's lock).
 
-    silent: never answers. drop_next: ignores the next n replies it would send. corrupt_next: the
-    next n replies go out with a broken checksum. extra_delay_s: added to every reply.
-    external_load: a load torque on the shaft, fraction of stall torque (signed).
+    The communication faults of `LinkFaults`, and: external_load: a load torque on the shaft,
+    fraction of stall torque (signed).
     supply_v: the supply voltage, V. ambient_c: °C. temperature_c: overrides the temperature model.
     sensor_error: the magnetic encoder reports an error.
     """
 
-    silent: bool = False
-    drop_next: int = 0
-    corrupt_next: int = 0
-    extra_delay_s: float = 0.0
     external_load: float = 0.0
     supply_v: float = 12.0
     ambient_c: float = 25.0
@@ -235,9 +232,8 @@ class SimulatedServo:
         if len(params) < 2:
             return None
         address, length = params[0], params[1]
-        for start in range(2, len(params) - length, length + 1):
-            if params[start] == self.id:
-                self.write_range(address, params[start + 1 : start + 1 + length], now)
+        for data in sync_write_data(params, 2, length, self.id):
+            self.write_range(address, data, now)
         return None
 
     def _reply(self, data: bytes = b"", *, level: int = 0) -> bytes | None:
@@ -310,15 +306,7 @@ class SimulatedServo:
             temperature = f.temperature_c
         self._track_overload(abs(load), torque_on, now)
         voltage = round(f.supply_v * 10.0)
-        bits = 0
-        if not self.get(Addr.MIN_VOLTAGE_LIMIT) <= voltage <= self.get(Addr.MAX_VOLTAGE_LIMIT):
-            bits |= ErrorBit.VOLTAGE
-        if f.sensor_error:
-            bits |= ErrorBit.SENSOR
-        if temperature > self.get(Addr.MAX_TEMPERATURE_LIMIT):
-            bits |= ErrorBit.OVERHEAT
-        if self._overloaded:
-            bits |= ErrorBit.OVERLOAD
+        bits = self._status_bits(voltage, temperature)
         self._table[Addr.STATUS] = bits
         if torque_on and bits & self._table[Addr.UNLOADING_CONDITION]:
             self._table[Addr.TORQUE_ENABLE] = 0
@@ -333,6 +321,19 @@ class SimulatedServo:
         self._table[Addr.PRESENT_VOLTAGE] = max(0, min(255, voltage))
         self._table[Addr.PRESENT_TEMPERATURE] = max(0, min(255, round(temperature)))
         self._table[Addr.MOVING] = int(abs(sample.velocity) > 0.01)
+
+    def _status_bits(self, voltage: int, temperature: float) -> int:
+        """The status bits (65) for a voltage (0.1 V) and a temperature (°C)."""
+        bits = 0
+        if not self.get(Addr.MIN_VOLTAGE_LIMIT) <= voltage <= self.get(Addr.MAX_VOLTAGE_LIMIT):
+            bits |= ErrorBit.VOLTAGE
+        if self.faults.sensor_error:
+            bits |= ErrorBit.SENSOR
+        if temperature > self.get(Addr.MAX_TEMPERATURE_LIMIT):
+            bits |= ErrorBit.OVERHEAT
+        if self._overloaded:
+            bits |= ErrorBit.OVERLOAD
+        return bits
 
     def _track_overload(self, load: float, torque_on: bool, now: float) -> None:
         address = self.spec.overload_torque_address

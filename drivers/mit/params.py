@@ -16,7 +16,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from drivers.base import DriverParams
+from drivers.can_bus.driver import CanBusParams
 from drivers.mit import protocol as proto
 from drivers.mit.models import MODELS, MotorModel, Vendor, lookup
 
@@ -88,8 +88,9 @@ class MitDeviceParams(BaseModel):
         return self.torque_limit if self.torque_limit is not None else self.ranges.t_max
 
 
-class MitParams(DriverParams):
-    """The MIT driver's configuration (times in s).
+class MitParams(CanBusParams):
+    """The MIT driver's configuration (times in s): the bus (`interface`, `channel`, `bitrate`),
+    its actuators and:
 
     bitrate: bit/s. None leaves the interface's own (SocketCAN: ``ip link``); the reply deadline
         then assumes 1 Mbit/s.
@@ -106,9 +107,6 @@ class MitParams(DriverParams):
         0, off). Keep it above the control period.
     """
 
-    interface: str = "socketcan"
-    channel: str
-    bitrate: int | None = Field(default=None, gt=0)
     hop_limit: int = Field(default=0, ge=0, le=255)
     devices: dict[str, MitDeviceParams] = Field(min_length=1)
     reply_margin_s: float = Field(default=0.002, gt=0.0, allow_inf_nan=False)

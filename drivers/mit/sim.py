@@ -1,11 +1,11 @@
 """A simulated set of MIT-mode actuators on a python-can bus, for ``armd sim-device mit``.
 
 Each actuator is a `SimulatedActuator` (see `drivers.mit.sim_actuator`, re-exported here).
-`SimulatedMitBus` serves them on a bus (python-can ``virtual`` in-process, or ``udp_multicast``
-across processes, where it always uses hop_limit 0 unless told otherwise: the frames never
-leave the host): a receiver thread (see `drivers.can_link`) hands each frame to the actuators
-under `lock` and sends their replies at once. MIT actuators send nothing unasked, so there is no
-cyclic traffic and no serving task. `serve` / `run` are the entry points for the command line.
+`SimulatedMitBus` serves them on a bus (`drivers.can_bus.sim.SimulatedBus`; on ``udp_multicast``
+with hop_limit 0 unless told otherwise: the frames never leave the host): the receiver thread
+hands each frame to the actuators under `lock` and sends their replies at once. MIT actuators
+send nothing unasked, so there is no cyclic traffic and no serving task. `serve` / `run` are the
+entry points for the command line.
 
 Fault injection: see `drivers.mit.sim_actuator` (hold `SimulatedMitBus.lock` while changing an
 actuator that is being served, or accept a frame's worth of race).
@@ -16,18 +16,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
 import threading
 import time
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Self
 
 import can
 
 from drivers.base import Clock
-from drivers.can_link import BUS_OPEN_ERRORS, CanLink, make_bus
-from drivers.errors import DriverIOError, DriverOpenError
+from drivers.can_bus.frame import Frame
+from drivers.can_bus.sim import SimulatedBus, open_sim_bus, run_until_signalled
 from drivers.mit.models import MotorModel
 from drivers.mit.sim_actuator import (
     Corruption,
@@ -35,7 +33,6 @@ from drivers.mit.sim_actuator import (
     SimActuatorFaults,
     SimulatedActuator,
 )
-from drivers.odrive.protocol import Frame
 from drivers.sim.motor import MotorParams
 
 __all__ = [
@@ -51,8 +48,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_RX_POLL_S = 0.01  # s: how long closing may wait for the receiver thread
-
 
 def default_master_id(slave_id: int) -> int:
     """The master (feedback) id armd assumes when none is configured: slave id + 0x10, as
@@ -60,26 +55,19 @@ def default_master_id(slave_id: int) -> int:
     return slave_id + 0x10
 
 
-class SimulatedMitBus:
+class SimulatedMitBus(SimulatedBus):
     """Simulated actuators serving a python-can bus: ``async with SimulatedMitBus(...) as sim``.
     The bus is shut down on exit."""
 
     def __init__(
         self, bus: can.BusABC, actuators: Sequence[SimulatedActuator], *, label: str = "sim"
     ) -> None:
-        self.bus = bus
         self.actuators: dict[int, SimulatedActuator] = {a.slave_id: a for a in actuators}
         if len(self.actuators) != len(actuators):
             raise ValueError(f"duplicate ids in {[a.slave_id for a in actuators]}")
+        super().__init__(bus, label=f"simulated MIT actuators ({label})", thread_name="mit-sim-rx")
         self.lock = threading.Lock()
         self.frames_received = 0
-        self._link = CanLink(
-            bus,
-            self._on_message,
-            label=f"simulated MIT actuators ({label})",
-            poll_s=_RX_POLL_S,
-            thread_name="mit-sim-rx",
-        )
 
     @classmethod
     def create(
@@ -94,31 +82,17 @@ class SimulatedMitBus:
     ) -> Self:
         """Open the bus and build the actuators. Raises DriverOpenError when the bus cannot
         open."""
-        try:
-            bus = make_bus(interface, channel, bitrate=bitrate, hop_limit=hop_limit)
-        except BUS_OPEN_ERRORS as exc:
-            raise DriverOpenError(
-                f"simulated MIT actuators: cannot open {interface} channel {channel!r}: {exc}"
-            ) from exc
+        bus = open_sim_bus(
+            interface, channel, bitrate=bitrate, hop_limit=hop_limit,
+            what="simulated MIT actuators",
+        )  # fmt: skip
         actuators = [SimulatedActuator(config, clock) for config in configs]
         return cls(bus, actuators, label=f"{interface}:{channel}")
 
     def actuator(self, slave_id: int) -> SimulatedActuator:
         return self.actuators[slave_id]
 
-    async def __aenter__(self) -> Self:
-        self._link.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self._link.close()  # stops the receiver thread, shuts the bus down
-
-    def _on_message(self, message: can.Message) -> None:
+    def _receive(self, message: can.Message) -> None:
         """On the receiver thread: every actuator sees every frame (register requests on 0x7FF
         name their motor in the payload)."""
         if message.is_error_frame or message.is_extended_id or message.is_remote_frame:
@@ -131,10 +105,7 @@ class SimulatedMitBus:
                 for actuator in self.actuators.values()
                 for reply in actuator.handle(message.arbitration_id, data)
             ]
-        try:
-            self._link.send(Frame(arbitration_id, payload) for arbitration_id, payload in replies)
-        except DriverIOError as exc:
-            log.debug("%s", exc)
+        self._send(Frame(arbitration_id, payload) for arbitration_id, payload in replies)
 
 
 def _configs(
@@ -196,13 +167,8 @@ def run(
     Raises DriverOpenError when the bus cannot be opened.
     """
 
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        await serve(
+    run_until_signalled(
+        lambda stop: serve(
             interface, channel, model, ids, master_ids=master_ids, bitrate=bitrate, stop=stop
         )
-
-    asyncio.run(main())
+    )

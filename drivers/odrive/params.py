@@ -11,7 +11,8 @@ from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from drivers.base import DriverParams
+from drivers.base import check_distinct
+from drivers.can_bus.driver import CanBusParams
 from drivers.odrive import protocol as proto
 
 __all__ = ["EndstopHoming", "IndexSearchHoming", "ODriveAxisParams", "ODriveParams"]
@@ -102,8 +103,9 @@ class ODriveAxisParams(BaseModel):
         return self
 
 
-class ODriveParams(DriverParams):
-    """The ODrive driver's configuration (times in s).
+class ODriveParams(CanBusParams):
+    """The ODrive driver's configuration (times in s): the bus (`interface`, `channel`,
+    `bitrate`), its axes and:
 
     open_timeout_s: `open()` waits this long for a heartbeat and an encoder estimate of each axis.
     enable_timeout_s: enable / disable / clear_faults wait this long for confirming heartbeats.
@@ -115,9 +117,6 @@ class ODriveParams(DriverParams):
         velocity scale (default 0.001).
     """
 
-    interface: str = "socketcan"  # any python-can interface: socketcan, virtual, udp_multicast...
-    channel: str
-    bitrate: int | None = Field(default=None, gt=0)  # None: the interface's (SocketCAN: ip link)
     devices: dict[str, ODriveAxisParams] = Field(min_length=1)
     feedback: Literal["cyclic", "rtr"] = "cyclic"
     input_mode: Literal["passthrough", "pos_filter", "trap_traj"] = "passthrough"
@@ -130,11 +129,5 @@ class ODriveParams(DriverParams):
 
     @model_validator(mode="after")
     def _unique_node_ids(self) -> Self:
-        seen: dict[int, str] = {}
-        for name, device in self.devices.items():
-            if device.node_id in seen:
-                raise ValueError(
-                    f"devices {seen[device.node_id]!r} and {name!r}: same node_id {device.node_id}"
-                )
-            seen[device.node_id] = name
+        check_distinct({name: device.node_id for name, device in self.devices.items()}, "node_id")
         return self

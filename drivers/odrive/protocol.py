@@ -27,6 +27,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from drivers.can_bus.frame import Frame
 from drivers.errors import DriverError
 from drivers.odrive.enums import (
     AxisError,
@@ -92,19 +93,6 @@ _INT16_MIN, _INT16_MAX = -(2**15), 2**15 - 1
 
 class MalformedFrameError(DriverError):
     """A received frame does not match the layout of its command (length or value)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One classic CAN frame with an 11-bit id. An RTR request has no data and a `remote_dlc`."""
-
-    arbitration_id: int
-    data: bytes = b""
-    remote_dlc: int | None = None
-
-    @property
-    def is_remote(self) -> bool:
-        return self.remote_dlc is not None
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,10 +2,9 @@
 
 Each axis is a `SimulatedAxis` (see `drivers.odrive.sim_axis`, re-exported here): it answers the
 frames of `drivers.odrive.protocol`, sends heartbeats and encoder estimates at its configured
-rates, latches errors and honours its watchdog. `SimulatedODrive` puts axes on a bus (python-can
-``virtual`` in-process, or ``udp_multicast`` across processes) with a receiver thread (see
-`drivers.can_link`) and an asyncio task; `serve` / `run` are the entry points for
-``armd sim-device odrive``.
+rates, latches errors and honours its watchdog. `SimulatedODrive` puts axes on a bus
+(`drivers.can_bus.sim.SimulatedBus`) and serves them from an asyncio task; `serve` / `run` are
+the entry points for ``armd sim-device odrive``.
 
 Fault injection: set the fields of `SimAxisFaults` (silence, dropped, delayed or corrupt replies),
 of ``axis.motor.faults`` (``fault_code`` is reported as ODrive axis error bits; frozen encoder;
@@ -20,17 +19,15 @@ import dataclasses
 import heapq
 import logging
 import math
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from types import TracebackType
 from typing import Self
 
 import can
 
 from drivers.base import Clock
-from drivers.can_link import BUS_OPEN_ERRORS, CanLink, make_bus, message_to_frame
-from drivers.errors import DriverIOError, DriverOpenError
+from drivers.can_bus.link import message_to_frame
+from drivers.can_bus.sim import SimulatedBus, open_sim_bus, run_until_signalled
 from drivers.odrive import protocol as proto
 from drivers.odrive.sim_axis import Corruption, SimAxisConfig, SimAxisFaults, SimulatedAxis
 from drivers.sim.motor import MotorParams
@@ -47,12 +44,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_RX_POLL_S = 0.01  # s: how long closing may wait for the receiver thread
 _MAX_IDLE_WAIT_S = 0.05
 _MIN_WAIT_S = 0.0002
 
 
-class SimulatedODrive:
+class SimulatedODrive(SimulatedBus):
     """Simulated axes serving a python-can bus: ``async with SimulatedODrive.create(...) as sim``.
 
     A reader thread hands received frames to an asyncio task that dispatches them to the axes and
@@ -62,22 +58,14 @@ class SimulatedODrive:
     def __init__(
         self, bus: can.BusABC, axes: Sequence[SimulatedAxis], *, clock: Clock = time.monotonic
     ) -> None:
-        self.bus = bus
         self.clock = clock
         self.axes: dict[int, SimulatedAxis] = {axis.node_id: axis for axis in axes}
         if len(self.axes) != len(axes):
             raise ValueError(f"duplicate node ids in {[a.node_id for a in axes]}")
+        super().__init__(bus, label="simulated ODrive", thread_name="odrive-sim-rx")
         self._inbox: asyncio.Queue[can.Message] = asyncio.Queue()
         self._delayed: list[tuple[float, int, proto.Frame]] = []
         self._sequence = 0
-        self._link = CanLink(
-            bus,
-            self._enqueue,
-            label="simulated ODrive",
-            poll_s=_RX_POLL_S,
-            thread_name="odrive-sim-rx",
-        )
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
@@ -91,38 +79,22 @@ class SimulatedODrive:
         clock: Clock = time.monotonic,
     ) -> Self:
         """Open the bus and build the axes. Raises DriverOpenError when the bus cannot open."""
-        try:
-            bus = make_bus(interface, channel, bitrate=bitrate)
-        except BUS_OPEN_ERRORS as exc:
-            raise DriverOpenError(
-                f"simulated ODrive: cannot open {interface} channel {channel!r}: {exc}"
-            ) from exc
+        bus = open_sim_bus(interface, channel, bitrate=bitrate, what="simulated ODrive")
         return cls(bus, [SimulatedAxis(config, clock) for config in configs], clock=clock)
 
     def axis(self, node_id: int) -> SimulatedAxis:
         return self.axes[node_id]
 
-    async def __aenter__(self) -> Self:
-        self._loop = asyncio.get_running_loop()
-        self._link.start()
+    def _start(self) -> None:
         self._task = asyncio.create_task(self._serve(), name="odrive-sim")
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            if self._task is not None:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await self._task
-        finally:
-            await self._link.close()  # stops the receiver thread, shuts the bus down
+    async def _stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
 
-    def _enqueue(self, message: can.Message) -> None:
+    def _receive(self, message: can.Message) -> None:
         """On the receiver thread: hand the message to the serving task."""
         assert self._loop is not None
         self._loop.call_soon_threadsafe(self._inbox.put_nowait, message)
@@ -157,7 +129,7 @@ class SimulatedODrive:
             self._emit(axis, axis.poll())
         now = self.clock()
         while self._delayed and self._delayed[0][0] <= now:
-            self._send(heapq.heappop(self._delayed)[2])
+            self._send([heapq.heappop(self._delayed)[2]])
 
     def _next_wakeup(self) -> float:
         wakeups = [axis.next_deadline() for axis in self.axes.values()]
@@ -172,13 +144,7 @@ class SimulatedODrive:
                 self._sequence += 1
                 heapq.heappush(self._delayed, (self.clock() + delay, self._sequence, frame))
             else:
-                self._send(frame)
-
-    def _send(self, frame: proto.Frame) -> None:
-        try:
-            self._link.send([frame])
-        except DriverIOError as exc:
-            log.debug("%s", exc)
+                self._send([frame])
 
 
 async def serve(
@@ -203,21 +169,10 @@ async def serve(
 
     Raises DriverOpenError when the bus cannot be opened.
     """
-    motor = motor or MotorParams()
-    positions = initial_positions or {}
-    configs = [
-        SimAxisConfig(
-            node_id=node_id,
-            motor=dataclasses.replace(
-                motor, initial_position=positions.get(node_id, motor.initial_position)
-            ),
-            heartbeat_period_s=heartbeat_period_s,
-            encoder_period_s=encoder_period_s,
-            watchdog_timeout_s=watchdog_timeout_s,
-            seed=node_id,
-        )
-        for node_id in node_ids
-    ]
+    configs = _configs(
+        node_ids, heartbeat_period_s, encoder_period_s, watchdog_timeout_s, motor,
+        initial_positions,
+    )  # fmt: skip
     sim = SimulatedODrive.create(interface, channel, configs, bitrate=bitrate, clock=clock)
     async with sim:
         log.info("simulated ODrive axes %s on %s channel %r", list(node_ids), interface, channel)
@@ -243,13 +198,8 @@ def run(
 
     Raises DriverOpenError when the bus cannot be opened.
     """
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        await serve(
+    run_until_signalled(
+        lambda stop: serve(
             interface,
             channel,
             node_ids,
@@ -262,5 +212,30 @@ def run(
             stop=stop,
             on_ready=on_ready,
         )
+    )
 
-    asyncio.run(main())
+
+def _configs(
+    node_ids: Sequence[int],
+    heartbeat_period_s: float,
+    encoder_period_s: float,
+    watchdog_timeout_s: float | None,
+    motor: MotorParams | None,
+    initial_positions: Mapping[int, float] | None,
+) -> list[SimAxisConfig]:
+    """One axis per node id, `motor` (default `MotorParams()`) with its initial position."""
+    motor = motor or MotorParams()
+    positions = initial_positions or {}
+    return [
+        SimAxisConfig(
+            node_id=node_id,
+            motor=dataclasses.replace(
+                motor, initial_position=positions.get(node_id, motor.initial_position)
+            ),
+            heartbeat_period_s=heartbeat_period_s,
+            encoder_period_s=encoder_period_s,
+            watchdog_timeout_s=watchdog_timeout_s,
+            seed=node_id,
+        )
+        for node_id in node_ids
+    ]

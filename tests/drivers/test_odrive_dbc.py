@@ -21,7 +21,7 @@ import can
 import pytest
 
 from drivers import DeviceCommand
-from drivers.can_link import make_bus
+from drivers.can_bus.link import make_bus
 from drivers.odrive import protocol as proto
 from drivers.odrive.driver import ODriveDriver, ODriveParams
 from drivers.odrive.sim import SimAxisConfig, SimulatedAxis, SimulatedODrive

@@ -1,38 +1,61 @@
-"""A simulated serial bus behind a pseudo-terminal: what every simulated chain of serial servos
-shares (`drivers.dynamixel.sim`, `drivers.feetech.sim`).
+"""A simulated half-duplex servo bus behind a pseudo-terminal: what every simulated chain of serial
+servos shares (`drivers.dynamixel.sim`, `drivers.feetech.sim`).
 
 `PtyChain` opens a pty (`os.openpty`) and serves its devices from a background thread (a blocking
 `select` loop on the master side, woken by a pipe to stop); a driver, or the manufacturer's own
 SDK, opens `port` (the pty's slave path) as if it were a USB adapter. A subclass parses what the
-client writes and decides which devices a packet is for, in which order they answer
-(`_receive`); `_answer` queues their replies, each after its device's return delay (and its wire
-time with `model_wire_time`: a pty does not throttle bytes to the baud rate), applying the
-injected link faults every simulated device has: `silent`, `drop_next`, `corrupt_next`,
-`extra_delay_s`. Timing uses the wall clock (`time.monotonic`); the motors use their own clock.
+client writes with its protocol's parser (`_new_parser`) and decides which devices a packet is
+for, in which order they answer (`_receive`); `_answer` queues their replies, each after its
+device's return delay (and its wire time with `model_wire_time`: a pty does not throttle bytes to
+the baud rate), applying the injected link faults every simulated device has (`LinkFaults`).
+Each device `tick`s after every wake-up. Timing uses the wall clock (`time.monotonic`); the
+motors use their own clock (`simulated_motors` builds them).
 """
 
 from __future__ import annotations
 
 import abc
 import contextlib
+import dataclasses
 import heapq
 import os
 import select
+import sys
 import threading
 import time
 import tty
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, Generic, Protocol, Self, TextIO, TypeVar
 
-__all__ = ["PtyChain", "SimulatedSerialDevice", "serve_until_stopped"]
+from drivers.base import Clock
+from drivers.serial_bus.framing import FrameParser, wire_time_s
+from drivers.sim.motor import MotorParams, SimulatedMotor
+
+__all__ = [
+    "LinkFaults",
+    "PtyChain",
+    "SimulatedSerialDevice",
+    "in_reply_order",
+    "serve_until_stopped",
+    "simulated_motors",
+]
 
 
-class _LinkFaults(Protocol):
-    silent: bool
-    drop_next: int
-    corrupt_next: int
-    extra_delay_s: float
+@dataclass
+class LinkFaults:
+    """Injected communication faults of one device; tests set these fields directly.
+
+    silent: the device never answers. drop_next: it ignores the next n replies it would send.
+    corrupt_next: the next n replies go out with a broken checksum (CRC). extra_delay_s: added to
+    every reply.
+    """
+
+    silent: bool = False
+    drop_next: int = 0
+    corrupt_next: int = 0
+    extra_delay_s: float = 0.0
 
 
 class SimulatedSerialDevice(Protocol):
@@ -43,15 +66,17 @@ class SimulatedSerialDevice(Protocol):
     @property
     def return_delay_s(self) -> float: ...
     @property
-    def faults(self) -> _LinkFaults: ...
+    def faults(self) -> LinkFaults: ...
+    def tick(self, now: float) -> None: ...
 
 
 DeviceT = TypeVar("DeviceT", bound=SimulatedSerialDevice)
+PacketT = TypeVar("PacketT")
 
 _POLL_S = 0.005  # the serving thread wakes at least this often (device ticks, due replies)
 
 
-class PtyChain(abc.ABC, Generic[DeviceT]):
+class PtyChain(abc.ABC, Generic[DeviceT, PacketT]):
     """Devices on one pty, served by a background thread (see the module docstring).
 
     Use as a context manager (or `start()` / `stop()`). Test hooks, all thread-safe: `device(id)`
@@ -66,6 +91,7 @@ class PtyChain(abc.ABC, Generic[DeviceT]):
         self.baudrate = baudrate
         self.model_wire_time = model_wire_time
         self._devices: dict[int, DeviceT] = dict(devices)
+        self._parser = self._new_parser()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._outbox: list[tuple[float, int, bytes]] = []
@@ -92,7 +118,7 @@ class PtyChain(abc.ABC, Generic[DeviceT]):
         self._fds = (master, slave, wake_r, wake_w)
         self._port = os.ttyname(slave)
         self._stop.clear()
-        self._on_start()
+        self._parser = self._new_parser()  # a new connection starts with an empty buffer
         self._thread = threading.Thread(target=self._serve, name=self.thread_name, daemon=True)
         self._thread.start()
 
@@ -139,8 +165,9 @@ class PtyChain(abc.ABC, Generic[DeviceT]):
 
     # -- what a protocol adds ---------------------------------------------------------------------
 
-    def _on_start(self) -> None:
-        """Before the serving thread starts: reset per-connection state (a parser)."""
+    @abc.abstractmethod
+    def _new_parser(self) -> FrameParser[PacketT]:
+        """The protocol's parser of what the client writes."""
 
     @abc.abstractmethod
     def _receive(self, data: bytes, slave: int, now: float) -> None:
@@ -148,11 +175,13 @@ class PtyChain(abc.ABC, Generic[DeviceT]):
         and `_answer` each packet. `slave` is the pty's client side (its termios settings)."""
 
     def _tick(self, now: float) -> None:
-        """Under the lock, after `_receive`: advance the devices' own state (default: nothing)."""
+        """Under the lock, after `_receive`: advance the devices' own state."""
+        for device in self._devices.values():
+            device.tick(now)
 
-    @abc.abstractmethod
     def _wire_time_s(self, length: int) -> float:
         """How long `length` bytes take on the wire at this chain's baud rate."""
+        return wire_time_s(length, self.baudrate)
 
     # -- replies ----------------------------------------------------------------------------------
 
@@ -209,20 +238,26 @@ class PtyChain(abc.ABC, Generic[DeviceT]):
 
 
 def serve_until_stopped(
-    chain: PtyChain[Any],
+    chain: PtyChain[Any, Any],
     *,
     link: str | None,
-    on_ready: Callable[[str], None],
     stop: threading.Event | None,
+    on_ready: Callable[[str], None] | None = None,
+    out: TextIO | None = None,
 ) -> None:
     """Serve a started `chain` until `stop` is set (or Ctrl-C), for ``armd sim-device``: with
     `link`, a symlink to the pty there (replacing a symlink, never a regular file), removed on
-    exit; `on_ready(port)` once it serves."""
+    exit; `on_ready(port)` once it serves, by default printing the pty path (one line, flushed)
+    on `out` (stdout)."""
+
+    def print_port(port: str) -> None:
+        print(port, file=out or sys.stdout, flush=True)
+
     if link is not None:
         if os.path.islink(link):
             os.unlink(link)
         os.symlink(chain.port, link)
-    on_ready(chain.port)
+    (on_ready or print_port)(chain.port)
     try:
         (stop or threading.Event()).wait()
     except KeyboardInterrupt:
@@ -230,3 +265,31 @@ def serve_until_stopped(
     finally:
         if link is not None and os.path.islink(link):
             os.unlink(link)
+
+
+def simulated_motors(
+    ids: Sequence[int],
+    max_id: int,
+    params: MotorParams,
+    initial_positions: Mapping[int, float] | None,
+    clock: Clock,
+    seed: int,
+) -> dict[int, SimulatedMotor]:
+    """A motor for each of `ids` (distinct, in [0, `max_id`]; else ValueError) at its initial
+    position (rad, default 0), seeded `seed`, `seed + 1`, ... in the order of `ids`."""
+    if not ids or len(set(ids)) != len(ids) or not all(0 <= i <= max_id for i in ids):
+        raise ValueError(f"ids {list(ids)}: need distinct ids in [0, {max_id}]")
+    positions = initial_positions or {}
+    return {
+        device_id: SimulatedMotor(
+            dataclasses.replace(params, initial_position=positions.get(device_id, 0.0)),
+            clock,
+            seed=seed + n,
+        )
+        for n, device_id in enumerate(ids)
+    }
+
+
+def in_reply_order(devices: list[DeviceT], order: Sequence[int]) -> None:
+    """Sort `devices` in place as `order` lists their ids (who answers first); the others last."""
+    devices.sort(key=lambda d: order.index(d.id) if d.id in order else len(order))

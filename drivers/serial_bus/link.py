@@ -1,0 +1,382 @@
+"""A half-duplex servo bus on one serial port: one I/O thread, and transactions with reply deadlines
+computed from the baud rate. What the Dynamixel and Feetech links share.
+
+pyserial blocks, so every call on the port runs on one dedicated thread, never on the event loop.
+A transaction sends a request, then collects the status packets of the expected ids until all
+came or its deadline ran out: the request's wire time, then for each device its Return Delay Time
+(`set_return_delay`; the longest known counts) and its reply's wire time, plus `reply_margin_s`
+and twice the USB adapter's latency (`latency_s`). Undecodable bytes are skipped and counted
+(`Reply.corrupt`); what to make of a missing reply is the driver's business, except for
+`command`, an instruction one device must answer (retried `retries` times when it stays silent;
+the cyclic transactions are never retried). What is not configured is found out at `open()`:
+the adapter's latency from the FTDI ``latency_timer`` in sysfs, and a wider reply margin on a
+pseudo-terminal (a simulated chain, a process on the other end).
+
+A protocol names its `codec` (its module's packet builders) and implements the hooks: its parser
+(`_new_parser`), which packets answer a request (`_matches`), a status packet's data (`data`)
+and a refusal it reports (`refusal`).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import logging
+import os
+import select
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
+
+import serial
+
+from drivers.errors import DeviceFaultError, DriverIOError, DriverOpenError, DriverTimeoutError
+from drivers.serial_bus.framing import FrameParser, transaction_time_s
+
+__all__ = [
+    "MAX_RETURN_DELAY_S",
+    "PTY_REPLY_MARGIN_S",
+    "SERIAL_REPLY_MARGIN_S",
+    "Codec",
+    "LinkParams",
+    "Reply",
+    "SerialLink",
+    "SerialPort",
+    "StatusPacket",
+    "Target",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_RETURN_DELAY_S = 254 * 2e-6
+"""The longest Return Delay Time (254 units of 2 µs), assumed until the devices' are known."""
+SERIAL_REPLY_MARGIN_S = 0.002
+PTY_REPLY_MARGIN_S = 0.05
+_PTY_SLAVE_MAJORS = range(136, 144)  # Unix98 pseudo-terminal slaves (/dev/pts/N), Linux
+
+
+def _is_pty(port: str) -> bool:
+    """Whether `port` is a pseudo-terminal: a process on the other end, not a bus."""
+    try:
+        return os.major(os.stat(port).st_rdev) in _PTY_SLAVE_MAJORS
+    except OSError:
+        return False
+
+
+def _usb_latency_s(port: str) -> float:
+    """The FTDI latency timer of a USB serial port (0 when there is none, e.g. a pty)."""
+    name = os.path.basename(os.path.realpath(port))
+    try:
+        with open(f"/sys/bus/usb-serial/devices/{name}/latency_timer") as file:
+            return int(file.read()) / 1000.0
+    except (OSError, ValueError):
+        return 0.0
+
+
+class LinkParams(Protocol):
+    """The port's configuration, as a servo-bus driver's parameters hold it."""
+
+    @property
+    def port(self) -> str: ...
+    @property
+    def baudrate(self) -> int: ...
+    @property
+    def reply_margin_s(self) -> float | None: ...
+    @property
+    def usb_latency_s(self) -> float | None: ...
+    @property
+    def retries(self) -> int: ...
+
+
+class Target(Protocol):
+    """A device as the link addresses it: its bus id; ``str()`` names it in error messages."""
+
+    @property
+    def id(self) -> int: ...
+
+
+class StatusPacket(Protocol):
+    """What the link reads of a decoded packet: the sender's id and the status error byte."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def error(self) -> int: ...
+
+
+PacketT = TypeVar("PacketT", bound=StatusPacket)
+
+
+class Codec(Protocol):
+    """The builders a protocol module provides (`drivers.dynamixel.protocol`,
+    `drivers.feetech.protocol`)."""
+
+    def status_packet_size(self, data_length: int) -> int: ...
+    def make_ping(self, device_id: int) -> bytes: ...
+    def make_read(self, device_id: int, address: int, length: int) -> bytes: ...
+    def make_write(self, device_id: int, address: int, data: bytes) -> bytes: ...
+    def make_sync_read(self, address: int, length: int, ids: Sequence[int]) -> bytes: ...
+    def make_sync_write(
+        self, address: int, length: int, data_by_id: Mapping[int, bytes]
+    ) -> bytes: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply(Generic[PacketT]):
+    """What one transaction brought back: the first status packet of each expected id."""
+
+    packets: Mapping[int, PacketT]
+    corrupt: int  # runs of undecodable bytes, including a truncated packet at the deadline
+    timed_out: bool
+    stale: int = 0  # status packets that answer an earlier request (Protocol 2.0: by length)
+
+
+class SerialPort:
+    """The serial port. Every method blocks: call them on the link's I/O thread only."""
+
+    def __init__(self, port: str, baudrate: int) -> None:
+        self.port = port
+        try:
+            self._serial = serial.Serial(
+                port, baudrate, timeout=0, write_timeout=1.0, exclusive=True
+            )
+        except (serial.SerialException, OSError, ValueError) as exc:
+            raise DriverOpenError(f"port {port!r} at {baudrate} baud: cannot open: {exc}") from exc
+
+    def transact(self, request: bytes, collect: Callable[[SerialPort], T]) -> T:
+        """Drop what is waiting (a late reply to an earlier transaction), send `request`, then
+        `collect(self)` the replies. Raises DriverIOError."""
+        try:
+            stale = self._serial.in_waiting
+            if stale:
+                self._serial.read(stale)
+            self._serial.write(request)
+            return collect(self)
+        except (serial.SerialException, OSError) as exc:
+            raise DriverIOError(f"port {self.port!r}: {exc}") from exc
+
+    def read(self, wait_s: float) -> bytes:
+        """What has arrived, waiting at most `wait_s` for a first byte."""
+        select.select([self._serial.fileno()], [], [], wait_s)
+        return bytes(self._serial.read(self._serial.in_waiting or 1))
+
+    def read_waiting(self) -> bytes:
+        """What has arrived, without waiting."""
+        return bytes(self._serial.read(self._serial.in_waiting or 0))
+
+    def close(self) -> None:
+        try:
+            self._serial.close()
+        except (serial.SerialException, OSError) as exc:
+            log.debug("port %r: error while closing: %s", self.port, exc)
+
+
+class SerialLink(abc.ABC, Generic[PacketT]):
+    """A servo bus on one serial port: `await open()`, transactions, `await close()`."""
+
+    codec: ClassVar[Codec]
+    io_thread_name: ClassVar[str] = "serial-io"
+
+    def __init__(
+        self,
+        port: str,
+        baudrate: int,
+        *,
+        reply_margin_s: float | None,
+        usb_latency_s: float | None = None,
+        retries: int,
+    ) -> None:
+        """`reply_margin_s` None: `SERIAL_REPLY_MARGIN_S`, or `PTY_REPLY_MARGIN_S` when the port
+        turns out to be a pseudo-terminal (a simulated chain). `usb_latency_s` None: read the
+        adapter's latency timer from sysfs at `open()`."""
+        self.port = port
+        self.baudrate = baudrate
+        self.latency_s = 0.0 if usb_latency_s is None else usb_latency_s
+        self._configured_latency_s = usb_latency_s
+        self._configured_margin_s = reply_margin_s
+        self._reply_margin_s = SERIAL_REPLY_MARGIN_S if reply_margin_s is None else reply_margin_s
+        self._retries = retries
+        self._return_delays: dict[int, float] = {}
+        self._port: SerialPort | None = None
+        self._executor: ThreadPoolExecutor | None = None
+
+    @classmethod
+    def for_params(cls, params: LinkParams) -> Self:
+        """The link a driver's parameters configure."""
+        return cls(
+            params.port, params.baudrate, reply_margin_s=params.reply_margin_s,
+            usb_latency_s=params.usb_latency_s, retries=params.retries,
+        )  # fmt: skip
+
+    async def open(self, usb_latency_s: float | None = None) -> None:
+        """Open the port; `usb_latency_s` (or the one given at construction) None: read the
+        adapter's latency timer from sysfs. Raises DriverOpenError, DriverTimeoutError."""
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=self.io_thread_name)
+        self._port = await self._io(lambda: SerialPort(self.port, self.baudrate), timeout_s=2.0)
+        if usb_latency_s is None:
+            usb_latency_s = self._configured_latency_s
+        if usb_latency_s is None:
+            usb_latency_s = await self._io(lambda: _usb_latency_s(self.port), timeout_s=1.0)
+        self.latency_s = usb_latency_s
+        if self._configured_margin_s is None and await self._io(
+            lambda: _is_pty(self.port), timeout_s=1.0
+        ):
+            self._reply_margin_s = PTY_REPLY_MARGIN_S
+        if self.latency_s > 0.002:
+            log.warning(
+                "port %r: USB latency timer %.0f ms delays every reply; set it to 1 ms "
+                "(echo 1 > /sys/bus/usb-serial/devices/<tty>/latency_timer, or a udev rule)",
+                self.port, self.latency_s * 1e3,
+            )  # fmt: skip
+
+    async def close(self) -> None:
+        """Close the port and stop the I/O thread. Idempotent; never raises."""
+        port, executor = self._port, self._executor
+        self._port, self._executor = None, None
+        if executor is None:
+            return
+        if port is not None:
+            loop = asyncio.get_running_loop()
+            try:
+                async with asyncio.timeout(2.0):
+                    await loop.run_in_executor(executor, port.close)
+            except TimeoutError:
+                log.warning("port %r: closing timed out", self.port)
+        executor.shutdown(wait=False)
+
+    def set_return_delay(self, device_id: int, delay_s: float) -> None:
+        """A device's Return Delay Time (s), as read from or written to it; deadlines use the
+        longest."""
+        self._return_delays[device_id] = delay_s
+
+    @property
+    def return_delay_s(self) -> float:
+        """The longest Return Delay Time known (`MAX_RETURN_DELAY_S` before any is known)."""
+        return max(self._return_delays.values(), default=MAX_RETURN_DELAY_S)
+
+    def deadline_s(self, request_size: int, reply_sizes: Sequence[int]) -> float:
+        """How long a transaction may take: its bus time, the adapter's latency both ways and
+        the margin (s)."""
+        bus = transaction_time_s(request_size, reply_sizes, self.baudrate, self.return_delay_s)
+        return bus + 2 * self.latency_s + self._reply_margin_s
+
+    async def transact(
+        self, request: bytes, expect: Sequence[int], data_length: int
+    ) -> Reply[PacketT]:
+        """Send `request` and collect the status packets (of `data_length` data bytes) of the ids
+        in `expect` (none: nobody answers). Raises DriverIOError, DriverTimeoutError (hung port).
+        """
+        port = self._port
+        if port is None:
+            raise DriverIOError(f"port {self.port!r} is not open")
+        reply_size = self.codec.status_packet_size(data_length)
+        timeout_s = self.deadline_s(len(request), [reply_size] * len(expect))
+
+        def collect(port: SerialPort) -> Reply[PacketT]:  # the deadline runs from the request
+            return self._collect(port, expect, data_length, time.monotonic() + timeout_s)
+
+        return await self._io(lambda: port.transact(request, collect), timeout_s=timeout_s)
+
+    async def command(
+        self, device: Target, request: bytes, what: str, data_length: int = 0
+    ) -> PacketT:
+        """An instruction the device answers; returns its status packet, retrying when it stays
+        silent. Raises `DriverTimeoutError` (silent), `DeviceFaultError` (refused),
+        `DriverIOError` (wrong data length)."""
+        attempts = self._retries + 1
+        for _ in range(attempts):
+            reply = await self.transact(request, (device.id,), data_length)
+            packet = reply.packets.get(device.id)
+            if packet is not None:
+                break
+        else:
+            raise DriverTimeoutError(f"{device}: no answer to {what} ({attempts} attempts)")
+        refusal = self.refusal(packet)
+        if refusal is not None:
+            raise DeviceFaultError(f"{device}: {what}: {refusal}")
+        data = self.data(packet)
+        if len(data) != data_length:
+            raise DriverIOError(f"{device}: {what}: {len(data)} bytes, expected {data_length}")
+        return packet
+
+    async def read_item(self, device: Target, address: int, length: int, what: str) -> bytes:
+        """`length` bytes from `address`. Raises DriverTimeoutError, DeviceFaultError,
+        DriverIOError."""
+        request = self.codec.make_read(device.id, address, length)
+        return self.data(await self.command(device, request, f"Read of {what} ({address})", length))
+
+    async def write_item(self, device: Target, address: int, data: bytes, what: str) -> int:
+        """Write `data` at `address`; returns the status error byte of the answer."""
+        request = self.codec.make_write(device.id, address, data)
+        return (await self.command(device, request, f"Write of {what}")).error
+
+    async def sync_read(self, address: int, length: int, ids: Sequence[int]) -> Reply[PacketT]:
+        """One Sync Read of `length` bytes at `address` from each of `ids`, in that order."""
+        return await self.transact(self.codec.make_sync_read(address, length, ids), ids, length)
+
+    async def sync_write(self, address: int, length: int, data_by_id: Mapping[int, bytes]) -> None:
+        """One Sync Write of `length` bytes per device at `address`; nobody answers."""
+        await self.transact(self.codec.make_sync_write(address, length, data_by_id), (), 0)
+
+    # -- what a protocol implements --------------------------------------------------------------
+
+    def refusal(self, packet: PacketT) -> str | None:
+        """Why the device refused the instruction its status packet answers, or None."""
+        return None
+
+    @abc.abstractmethod
+    def data(self, packet: PacketT) -> bytes:
+        """A status packet's data."""
+
+    @abc.abstractmethod
+    def _new_parser(self, data_length: int) -> FrameParser[PacketT]:
+        """A parser for the replies of one transaction that asked for `data_length` bytes."""
+
+    @abc.abstractmethod
+    def _matches(self, packet: PacketT, data_length: int) -> bool | None:
+        """Whether a packet from an expected id answers this request (True), an earlier one
+        (False: stale), or is no reply at all (None)."""
+
+    def _read_at_deadline(self, port: SerialPort) -> bytes:
+        """What is read once the deadline has passed: what had arrived by then (the I/O thread
+        itself may have been scheduled late)."""
+        return port.read_waiting()
+
+    # -- the I/O thread --------------------------------------------------------------------------
+
+    def _collect(
+        self, port: SerialPort, expect: Sequence[int], data_length: int, deadline: float
+    ) -> Reply[PacketT]:
+        parser = self._new_parser(data_length)
+        packets: dict[int, PacketT] = {}
+        stale = 0
+        while len(packets) < len(expect):
+            remaining = deadline - time.monotonic()
+            late = remaining <= 0.0
+            data = self._read_at_deadline(port) if late else port.read(remaining)
+            for packet in parser.feed(data):
+                match = self._matches(packet, data_length) if packet.id in expect else None
+                if match:
+                    packets.setdefault(packet.id, packet)
+                elif match is not None:
+                    stale += 1
+            if late:
+                break
+        corrupt = parser.corrupt + (1 if parser.pending else 0)
+        return Reply(packets, corrupt, timed_out=len(packets) < len(expect), stale=stale)
+
+    async def _io(self, call: Callable[[], T], *, timeout_s: float) -> T:
+        """Run a blocking call on the I/O thread; its own deadline is `timeout_s`."""
+        if self._executor is None:
+            raise DriverIOError(f"port {self.port!r} is not open")
+        future = asyncio.get_running_loop().run_in_executor(self._executor, call)
+        limit_s = timeout_s + 2.0  # the thread honours timeout_s; this guards a hung port
+        try:
+            # Not asyncio.wait_for: before Python 3.12 it can swallow a cancellation.
+            async with asyncio.timeout(limit_s):
+                return await future
+        except TimeoutError as exc:
+            raise DriverTimeoutError(f"port {self.port!r}: I/O hung for {limit_s:.1f} s") from exc
