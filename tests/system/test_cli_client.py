@@ -4,6 +4,7 @@ Mosquitto (the test client of the rig watches alongside). No test asserts speed.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from armd.cli.common import EXIT_READER_LEFT
+from tests.armd.cli.test_main import run_reader_gone, run_reader_leaving
 from tests.system.helpers import Rig, armd_command
 from tests.system.probe import WAIT_S, joint_positions
 
@@ -134,3 +137,26 @@ def test_goal_to_an_offline_arm_fails_at_once(start_arm: pytest.FixtureRequest) 
     )
     never = armd("estop", "--config", other, "engage")
     assert_one_line_error(never, 1, "arm 'other' has never been online on this broker")
+
+
+@pytest.mark.parametrize("buffering", ["buffered", "unbuffered"])
+def test_watch_and_goal_whose_reader_leaves_end_quietly(arm: Rig, buffering: str) -> None:
+    """`armd watch --once | true`, `armd watch | head -1`, `armd goal ... | head -1`: 141 (the
+    reader left), nothing on stderr but the goal's own progress lines."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if buffering == "unbuffered":
+        env["PYTHONUNBUFFERED"] = "1"
+    once = run_reader_gone(["watch", "--config", arm.config, "--once"], env)
+    assert once == (EXIT_READER_LEFT, "")
+    code, read, err = run_reader_leaving(
+        ["watch", "--config", arm.config, "--interval", "0.1"], env
+    )
+    assert read.startswith(b"availability online\n") or read.startswith(b"arm ur5-sim"), read
+    assert (code, err) == (EXIT_READER_LEFT, "")
+    start = joint_positions(arm.probe.latest_state())["shoulder_pan_joint"]
+    goal = ["goal", "--config", arm.config, "--id", f"cli-pipe-{buffering}", "joints"]
+    code, read, err = run_reader_leaving([*goal, f"shoulder_pan_joint={start + 0.3}"], env)
+    assert read.startswith(b'{"id": "cli-pipe-'), read  # its accepted status
+    assert code == EXIT_READER_LEFT, err
+    assert all(line.startswith("goal cli-pipe-") for line in err.splitlines()), err
+    arm.probe.wait_status(f"cli-pipe-{buffering}")
