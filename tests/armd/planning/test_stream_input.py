@@ -424,6 +424,29 @@ async def test_twists_move_the_tool_and_slow_down_near_a_singularity() -> None:
     assert math.isfinite(float(np.sum(q)))
 
 
+async def test_after_a_twists_end_the_arm_rests_where_the_twist_carried_the_target() -> None:
+    """The last target after ``end`` is where the last twist had carried the target when the
+    ``end`` came: an ``end`` 80 ms later (within the timeout) rests 80 ms further along."""
+    speed = 0.05  # m/s along z: far from singularities and limits, the twist is not scaled
+
+    async def rest_after(pause_ticks: int) -> np.ndarray:
+        s = await streaming()
+        for k in range(50):
+            await s.send(StreamTwist("t", k, (0.0, 0.0, speed), (0.0, 0.0, 0.0)), 1)
+        await s.rig.run(pause_ticks)
+        s.now += pause_ticks * PERIOD
+        await s.send(StreamEnd("t", 50), 400)
+        assert s.of("t")[-1] == (GoalStatus.SUCCEEDED, None)
+        assert s.rig.loop.commanded is not None  # at rest exactly on the last target
+        return s.rig.tree.fk(s.rig.loop.commanded.position, "tool0").translation
+
+    at_once, later = await rest_after(0), await rest_after(20)
+    further = later - at_once
+    # The target moves on in joint space (the twist's joint velocities): over these 4 mm its
+    # tool path stays well within 0.2 mm of the straight line.
+    np.testing.assert_allclose(further, [0.0, 0.0, speed * 20 * PERIOD], atol=2e-4)
+
+
 async def test_an_estopped_arm_refuses_new_streams_rate_limited() -> None:
     s = await streaming()
     await s.send(StreamJoints("a", 0, {"elbow_joint": 1.5}), 5)
