@@ -190,7 +190,9 @@ def test_watch_and_goal_whose_reader_leaves_end_quietly(arm: Rig, buffering: str
     assert (code, err) == (EXIT_READER_LEFT, "")
     start = joint_positions(arm.probe.latest_state())["shoulder_pan_joint"]
     goal = ["goal", "--config", arm.config, "--id", f"cli-pipe-{buffering}", "joints"]
-    code, read, err = run_reader_leaving([*goal, f"shoulder_pan_joint={start + 0.3}"], env)
+    # slow (seconds): its final status comes well after the reader has left
+    target = [f"shoulder_pan_joint={start + 0.3}", "--speed", "0.2"]
+    code, read, err = run_reader_leaving([*goal, *target], env)
     assert read.startswith(b'{"id": "cli-pipe-'), read  # its accepted status
     assert code == EXIT_READER_LEFT, err
     assert all(line.startswith("goal cli-pipe-") for line in err.splitlines()), err
