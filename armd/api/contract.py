@@ -157,9 +157,11 @@ def fault_json(fault: Fault) -> dict[str, Any]:
 
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
-    """A ``state`` payload."""
+    """A ``state`` payload (``uptime`` when known)."""
+    uptime = {} if telemetry.uptime is None else {"uptime": telemetry.uptime}
     return {
         "t": telemetry.t,
+        **uptime,
         "mode": telemetry.mode.value,
         "missed_ticks": telemetry.missed_ticks,
         "joints": {  # "effort" only where the device reports one (JSON has no NaN)

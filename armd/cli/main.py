@@ -7,7 +7,13 @@ Expected failures (bad files, bad arguments, unreachable devices) are one-line m
 and a non-zero exit code, never a traceback.
 
 Exit codes: 0 success; 1 the command failed (an invalid file, an unreachable broker or device, a
-goal that did not succeed, an offline arm); 2 a wrong argument; 130 interrupted (Ctrl-C).
+goal that did not succeed, an offline arm); 2 a wrong argument; 130 interrupted (Ctrl-C); 141
+the reader of stdout left (``armd ... | head -1``): 128 + SIGPIPE, what a shell reports for other
+Unix tools then, and nothing on stderr. That is handled here, once for every command
+(`armd.cli.common.reader_guard`): what a command printed is flushed before the interpreter's exit
+(whose own flush into a closed pipe would print "Exception ignored ..." and exit 120), and a
+write whose reader left raises `ReaderLeft`, which no command's ``except OSError`` takes for a
+failure of its own, from asyncio tasks too.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 from armd import __version__
+from armd.cli.common import EXIT_READER_LEFT, ReaderLeft, reader_guard
 from armd.logs import configure_logging, parse_level_spec
 
 __all__ = ["COMMANDS", "main"]
@@ -85,7 +92,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="armd",
         description="Robot arm controller daemon.",
-        epilog="exit codes: 0 success, 1 failure, 2 wrong argument, 130 interrupted",
+        epilog=(
+            "exit codes: 0 success, 1 failure, 2 wrong argument, 130 interrupted, "
+            "141 the reader of the output left (| head)"
+        ),
     )
     parser.add_argument("--version", action="version", version=f"armd {__version__}")
     parser.add_argument(
@@ -108,7 +118,18 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
+    """Run the command of `argv` (default ``sys.argv[1:]``); its exit code."""
+    try:
+        with reader_guard():
+            return _run(sys.argv[1:] if argv is None else list(argv))
+    except (ReaderLeft, BaseExceptionGroup) as exc:
+        if not _reader_left(exc):
+            raise
+        _silence_stdout()
+        return EXIT_READER_LEFT
+
+
+def _run(argv: list[str]) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     configure_logging(args.log_level)
@@ -118,16 +139,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     try:
         return func(args)
-    except BrokenPipeError:  # `armd model show ... | head`: the reader left, not an error
-        _silence_stdout()
-        return 0
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 
 
+def _reader_left(exc: BaseException) -> bool:
+    """Whether `exc` says only that the reader of stdout left: `ReaderLeft`, or a group of
+    nothing else (a `TaskGroup`'s). A `BrokenPipeError` of another file (a broker's socket, a
+    serial port) is the command's to report."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(ReaderLeft)[1] is None
+    return isinstance(exc, ReaderLeft)
+
+
 def _silence_stdout() -> None:
-    """Point stdout at /dev/null so that the interpreter's final flush into the closed pipe does
-    not print "Exception ignored ... BrokenPipeError" on the way out."""
+    """Point stdout at /dev/null so that the interpreter's final flush of what is left in its
+    buffer does not print "Exception ignored ... BrokenPipeError" on the way out."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

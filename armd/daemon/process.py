@@ -27,6 +27,7 @@ import dataclasses
 import gc
 import logging
 import signal
+import time
 
 import numpy as np
 
@@ -132,6 +133,7 @@ class Daemon:
         """Compose the daemon; `log_level` (an `armd.logs` spec) goes to the control process."""
         self.setup = setup
         self.notifier = notifier
+        self.started = time.monotonic()  # the clock of the loop's samples (CLOCK_MONOTONIC)
         self.bridge = MqttBridge(
             setup.mqtt,
             joint_names=goal_joint_names(setup),
@@ -218,6 +220,7 @@ class Daemon:
                 tcp_position=(position[0], position[1], position[2]),
                 tcp_orientation=(orientation[0], orientation[1], orientation[2], orientation[3]),
                 missed_ticks=sample.missed_ticks,
+                uptime=max(0.0, sample.t - self.started),
             )
         )
         if sample.missed_ticks != self._missed_ticks:

@@ -88,13 +88,14 @@ class Fault:
 class Telemetry:
     """One ``state`` message: the measured joint state and the FK of the tool link."""
 
-    t: float  # s, the daemon's monotonic clock
+    t: float  # s, the robot computer's monotonic clock (CLOCK_MONOTONIC) at the loop's sample
     mode: Mode
     joints: Mapping[str, tuple[float, float, float]]  # name -> (position, velocity, effort)
     tcp_link: str
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]
     missed_ticks: int = 0  # since start: ticks the loop could not run on time
+    uptime: float | None = None  # s since the daemon started, at the sample (the clock of t)
 
 
 @dataclass(frozen=True, slots=True)

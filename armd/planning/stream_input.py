@@ -3,10 +3,16 @@ to the control loop, which follows them (`armd.control.streaming`).
 
 A *session* is one stream as the loop sees it: it starts with the first message taken while no
 stream of that id is under way (its id then enters the `StatusLedger` like a goal's), and ends
-when its final status comes back (``succeeded``, ``aborted``, ``preempted``); the next message
-then starts a new session, whatever its ``seq``. Each session is numbered, so that the loop can
-drop the targets of a session it ended before the daemon learnt of it. A message of another id
-starts a new session at once (the loop pre-empts the old one).
+when its final status comes back (``succeeded``, ``aborted``, ``preempted``) or a message of
+another id starts a session (the loop pre-empts the old one). Each session is numbered, so that
+the loop can drop the targets of a session it ended before the daemon learnt of it.
+
+An ended session's newest ``seq`` is remembered for `seq_memory_s` (`SEQ_MEMORY_S`, or
+`SEQ_MEMORY_TIMEOUTS` × the timeout when longer; at most `SEQ_MEMORY_IDS` ids, the oldest
+forgotten first): in that window a message of its id whose ``seq`` is not newer is refused
+(rate-limited ``rejected``) and starts nothing, so that delayed messages arriving in a burst
+after a timeout (a Wi-Fi stall, a broker's backlog) cannot start a stream toward targets older
+than the last one followed. A newer ``seq`` starts a new session; after the window, any ``seq``.
 
 Here, per message: the sequence check (a ``seq`` not greater than the newest taken is dropped and
 counted: the order of a QoS 0 stream across reconnections or publishers is not guaranteed), and
@@ -22,6 +28,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,12 +51,23 @@ from armd.link.protocol import STREAM_DISABLED, LoopPort, StreamTarget
 from armd.planning.stream_cartesian import CartesianStream
 from armd.ratelimit import RateLimiter
 
-__all__ = ["StreamInput", "StreamSettings"]
+__all__ = [
+    "SEQ_MEMORY_IDS",
+    "SEQ_MEMORY_S",
+    "SEQ_MEMORY_TIMEOUTS",
+    "EndedStreams",
+    "StreamInput",
+    "StreamSettings",
+    "seq_memory_s",
+]
 
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 REJECTIONS_BURST = 3  # rejected statuses at once, then one per REJECTIONS_INTERVAL_S
 REJECTIONS_INTERVAL_S = 1.0
+SEQ_MEMORY_S = 10.0  # an ended stream's newest seq is remembered this long, s ...
+SEQ_MEMORY_TIMEOUTS = 10  # ... or this many of its timeouts, when longer
+SEQ_MEMORY_IDS = 1000  # stream ids remembered at most (the oldest ended is forgotten first)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +77,52 @@ class StreamSettings:
     enabled: bool
     timeout_s: float
     tool_link: str
+
+
+def seq_memory_s(timeout_s: float) -> float:
+    """How long an ended stream's newest ``seq`` is remembered (s), for a stream timeout (s)."""
+    return max(SEQ_MEMORY_S, SEQ_MEMORY_TIMEOUTS * timeout_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """An ended session: its newest ``seq`` and when it ended (monotonic s)."""
+
+    seq: int
+    at: float
+
+
+class EndedStreams:
+    """The newest ``seq`` of the streams that ended within `memory_s`, by id, at most `capacity`
+    of them, the oldest ended first out."""
+
+    def __init__(self, memory_s: float, capacity: int = SEQ_MEMORY_IDS) -> None:
+        self.memory_s = memory_s
+        self.capacity = capacity
+        self._ended: OrderedDict[str, _Ended] = OrderedDict()  # in the order they ended
+
+    def __len__(self) -> int:
+        return len(self._ended)
+
+    def end(self, stream_id: str, seq: int, now: float) -> None:
+        self._ended.pop(stream_id, None)
+        self._ended[stream_id] = _Ended(seq, now)
+        self._forget(now)
+
+    def recall(self, stream_id: str, now: float) -> _Ended | None:
+        """The ended session of `stream_id` still remembered at `now` (None: none)."""
+        self._forget(now)
+        return self._ended.get(stream_id)
+
+    def forget(self, stream_id: str) -> None:
+        self._ended.pop(stream_id, None)
+
+    def _forget(self, now: float) -> None:
+        while self._ended and (
+            len(self._ended) > self.capacity
+            or now - next(iter(self._ended.values())).at > self.memory_s
+        ):
+            self._ended.popitem(last=False)
 
 
 @dataclass
@@ -98,8 +162,9 @@ class StreamInput:
         self._session: _Session | None = None
         self._closed: str | None = None
         self._rejections = RateLimiter(burst=REJECTIONS_BURST, interval_s=REJECTIONS_INTERVAL_S)
+        self._ended = EndedStreams(seq_memory_s(settings.timeout_s))
         self.names = {name: i for i, name in enumerate(cartesian.tree.joint_names)}  # q order
-        self.dropped = 0  # out of order
+        self.dropped = 0  # out of order: not newer than the newest of their stream
         self.suppressed = 0  # rejections not sent (rate limit)
 
     def close(self, reason: str) -> None:
@@ -110,6 +175,7 @@ class StreamInput:
         """A status of the loop's: the session whose final status it is has ended."""
         session = self._session
         if session is not None and update.goal_id == session.stream_id and update.status.is_final:
+            self._ended.end(session.stream_id, session.seq, self._clock())
             self._session = None
 
     def submit(self, message: StreamMessage | Rejection) -> None:
@@ -127,7 +193,7 @@ class StreamInput:
             if message.seq <= session.seq:
                 self.dropped += 1
                 return
-        elif (refusal := self._cannot_start(message.stream_id)) is not None:
+        elif (refusal := self._stale(message) or self._cannot_start(message.stream_id)) is not None:
             self._refuse(message.stream_id, refusal)
             return
         else:
@@ -143,10 +209,32 @@ class StreamInput:
             self._refuse(message.stream_id, f"internal error: {type(exc).__name__}: {exc}")
             return
         if starting:
-            self.statuses.receive(message.stream_id)
-            self._session = session
+            self._begin(session)
         session.seq = message.seq
         self.port.send(target)
+
+    def _begin(self, session: _Session) -> None:
+        """`session` becomes the stream under way (the one it replaces gets its final status from
+        the loop, pre-empted)."""
+        self.statuses.receive(session.stream_id)
+        if self._session is not None:
+            self._ended.end(self._session.stream_id, self._session.seq, self._clock())
+        self._ended.forget(session.stream_id)
+        self._session = session
+
+    def _stale(self, message: StreamMessage) -> str | None:
+        """Why `message` may not start a session of its id: its ``seq`` is not newer than that
+        of the id's session that ended within the memory (None: it may)."""
+        ended = self._ended.recall(message.stream_id, self._clock())
+        if ended is None or message.seq > ended.seq:
+            return None
+        self.dropped += 1  # as within a session, but answered: it would start one
+        age = self._clock() - ended.at
+        return (
+            f"seq: {message.seq} is not newer than {ended.seq}, the last of stream "
+            f"{message.stream_id!r}, which ended {age:.1f} s ago; a stale message starts "
+            f"nothing: send a greater seq, or a new id"
+        )
 
     def _cannot_start(self, stream_id: str) -> str | None:
         """Why a new stream is refused here, rate-limited (None: it may start). A latched or

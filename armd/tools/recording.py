@@ -5,7 +5,7 @@ by pandas, numpy, spreadsheets and every plotting tool, with no dependency (Parq
 pyarrow, ~100 MB, for files of a few MB). A name ending in ``.gz`` is gzip-compressed (pandas and
 ``zcat`` read it as is). Columns, in this order:
 
-- ``t``: s, the daemon's monotonic clock (the state's ``t``);
+- ``t``: s, the robot computer's monotonic clock at the loop's sample (the state's ``t``);
 - ``received``: s, the recorder's monotonic clock when the state arrived (the same clock as the
   daemon's on one machine: it shows the delivery delay, and aligns the stream file);
 - ``mode``, ``missed_ticks``: as in the state;

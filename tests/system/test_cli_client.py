@@ -4,6 +4,8 @@ Mosquitto (the test client of the rig watches alongside). No test asserts speed.
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import time
@@ -11,11 +13,19 @@ from pathlib import Path
 
 import pytest
 
+from armd.cli.common import EXIT_READER_LEFT
+from tests.armd.cli.test_main import run_reader_gone, run_reader_leaving
+from tests.armd.terminal import CTRL_C, Terminal
 from tests.system.helpers import Rig, armd_command
 from tests.system.probe import WAIT_S, joint_positions
 
 ROOT = Path(__file__).resolve().parents[2]
 LEADER = ROOT / "config" / "chains" / "ur5_leader.json"
+UPTIME = r"up \d+ (s|min \d\d s|h \d\d min)"
+AGE = r"state \d+\.\d s old( \(no newer state\))?"
+HEADER = re.compile(
+    rf"arm ur5-sim  availability online  mode holding  {UPTIME}  {AGE}  missed ticks \d+"
+)
 
 
 def armd(*args: object, timeout_s: float = 2 * WAIT_S) -> subprocess.CompletedProcess[str]:
@@ -86,11 +96,39 @@ def test_watch_once_shows_joints_against_their_limits(arm: Rig) -> None:
     done = armd("watch", "--config", arm.config, "--once")
     assert done.returncode == 0, done
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("arm ur5-sim  availability online  mode holding  t "), lines
+    assert HEADER.fullmatch(lines[0]), lines
     assert "  elbow_joint          " in "\n".join(lines)
     assert any("rad in [-3.1416, +3.1416]" in line for line in lines), lines
     assert any(line.startswith("  tcp tool0  position ") for line in lines), lines
     assert lines[-1] == "  fault none"
+
+
+def test_state_carries_the_daemons_uptime_on_the_clock_of_t(arm: Rig) -> None:
+    """``uptime`` is the time since the daemon started, on the clock of ``t`` (the robot
+    computer's monotonic clock, the test's own here): ``t - uptime`` is when it started."""
+    probe = arm.probe
+    since = probe.mark()
+    states = probe.wait_for(lambda: probe.states(since)[2:] and probe.states(since), what="states")
+    assert all(state["uptime"] >= 0.0 for state in states), states
+    started = [state["t"] - state["uptime"] for state in states]
+    assert max(started) - min(started) < 1e-6, started
+    assert started[0] < time.monotonic()
+
+
+def test_watch_on_a_terminal_shows_the_state_age_grow_when_the_daemon_stops(
+    start_arm: pytest.FixtureRequest,
+) -> None:
+    rig: Rig = start_arm()  # type: ignore[operator]
+    terminal = Terminal(armd_command("watch", "--config", rig.config), cwd=ROOT)
+    try:
+        terminal.expect(rf"availability online  mode holding  {UPTIME}  {AGE}")
+        assert rig.daemon.stop() == 0
+        terminal.expect(r"availability offline")
+        terminal.expect(r"state \d+\.\d s old \(no newer state\)")  # redrawn without a message
+        terminal.type(CTRL_C)
+        assert terminal.wait() == 130
+    finally:
+        terminal.close()
 
 
 def test_watch_prints_plain_lines_when_piped_and_ends_on_ctrl_c(arm: Rig) -> None:
@@ -134,3 +172,28 @@ def test_goal_to_an_offline_arm_fails_at_once(start_arm: pytest.FixtureRequest) 
     )
     never = armd("estop", "--config", other, "engage")
     assert_one_line_error(never, 1, "arm 'other' has never been online on this broker")
+
+
+@pytest.mark.parametrize("buffering", ["buffered", "unbuffered"])
+def test_watch_and_goal_whose_reader_leaves_end_quietly(arm: Rig, buffering: str) -> None:
+    """`armd watch --once | true`, `armd watch | head -1`, `armd goal ... | head -1`: 141 (the
+    reader left), nothing on stderr but the goal's own progress lines."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if buffering == "unbuffered":
+        env["PYTHONUNBUFFERED"] = "1"
+    once = run_reader_gone(["watch", "--config", arm.config, "--once"], env)
+    assert once == (EXIT_READER_LEFT, "")
+    code, read, err = run_reader_leaving(
+        ["watch", "--config", arm.config, "--interval", "0.1"], env
+    )
+    assert read.startswith(b"availability online\n") or read.startswith(b"arm ur5-sim"), read
+    assert (code, err) == (EXIT_READER_LEFT, "")
+    start = joint_positions(arm.probe.latest_state())["shoulder_pan_joint"]
+    goal = ["goal", "--config", arm.config, "--id", f"cli-pipe-{buffering}", "joints"]
+    # slow (seconds): its final status comes well after the reader has left
+    target = [f"shoulder_pan_joint={start + 0.3}", "--speed", "0.2"]
+    code, read, err = run_reader_leaving([*goal, *target], env)
+    assert read.startswith(b'{"id": "cli-pipe-'), read  # its accepted status
+    assert code == EXIT_READER_LEFT, err
+    assert all(line.startswith("goal cli-pipe-") for line in err.splitlines()), err
+    arm.probe.wait_status(f"cli-pipe-{buffering}")

@@ -167,3 +167,49 @@ def test_bad_stream_messages_are_rejected_rate_limited(arm: Rig) -> None:
     time.sleep(1.0)
     assert 1 <= len(probe.statuses("bad", since)) <= 6  # a burst of 3, then about 1 per second
     assert probe.wait_state(at_rest)["mode"] == "holding"  # nothing moved
+
+
+def test_stale_messages_arriving_after_a_timeout_do_not_take_the_arm_back(arm: Rig) -> None:
+    """A stall (Wi-Fi, a broker's backlog): the stream times out, then held-up messages arrive
+    in a burst, in the order they were sent. They are older than the last target followed: none
+    may start a stream toward them (rejected, rate-limited); the next newer message starts one."""
+    probe = arm.probe
+    start = joint_positions(probe.latest_state())[JOINT]
+    since = probe.mark()
+    ramp = [start + 0.2 * seq / 49 for seq in range(50)]  # 0.2 rad in 0.5 s
+    for seq, target in enumerate(ramp):
+        publish_stream(
+            arm, {"id": "stall", "seq": seq, "type": "joints", "positions": {JOINT: target}}
+        )
+        time.sleep(0.01)
+
+    def timed_out() -> bool:
+        statuses = probe.statuses("stall", since)
+        return bool(statuses) and statuses[-1] == {
+            "id": "stall",
+            "status": "aborted",
+            "reason": timeout_reason(TIMEOUT_S),
+        }
+
+    probe.wait_for(timed_out, what="the stream's timeout")
+    rest = joint_positions(probe.wait_state(at_rest, what="the arm at rest after the timeout"))
+    assert abs(rest[JOINT] - ramp[-1]) < 0.1  # followed, then a controlled stop
+    burst = probe.mark()
+    for seq in range(49):  # the stalled messages: from the start of the ramp
+        message = {"id": "stall", "seq": seq, "type": "joints", "positions": {JOINT: ramp[seq]}}
+        publish_stream(arm, message)
+    publish_stream(arm, {"id": "stall", "seq": 50, "type": "end"})  # newer: a new stream
+    probe.wait_status("stall", status="succeeded", since=burst)
+    final = joint_positions(probe.wait_state(at_rest, what="the arm at rest"))
+    moved = [abs(joint_positions(s)[JOINT] - rest[JOINT]) for s in probe.states(burst)]
+    assert max(moved) < 0.01, max(moved)  # the stale targets were up to 0.2 rad back
+    assert abs(final[JOINT] - rest[JOINT]) < 2e-3
+    statuses = probe.statuses("stall", burst)
+    rejected = [s for s in statuses if s["status"] == "rejected"]
+    assert statuses[len(rejected) :] == [
+        {"id": "stall", "status": "accepted"},
+        {"id": "stall", "status": "succeeded"},
+    ]
+    assert 1 <= len(rejected) <= 5  # a burst of 3, then about one per second
+    assert rejected[0]["reason"].startswith("seq: 0 is not newer than 49, the last of stream")
+    assert not contract_violations(probe.statuses("stall", since))

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from armd.api.bridge import MqttBridge
 from armd.api.contract import MAX_SEQ, stream_json
 from armd.api.statuses import StatusLedger
 from armd.api.stream_payloads import parse_stream
+from armd.control.streaming import timeout_reason
 from armd.link.messages import (
     GoalStatus,
     Rejection,
@@ -30,15 +32,24 @@ from armd.link.messages import (
 )
 from armd.link.protocol import STREAM_DISABLED, EngageEstop, LoopPort
 from armd.planning.stream_cartesian import CartesianStream
-from armd.planning.stream_input import REJECTIONS_BURST, StreamInput, StreamSettings
+from armd.planning.stream_input import (
+    REJECTIONS_BURST,
+    SEQ_MEMORY_S,
+    SEQ_MEMORY_TIMEOUTS,
+    EndedStreams,
+    StreamInput,
+    StreamSettings,
+    seq_memory_s,
+)
 from kinematics.ik import IKOptions
 from tests.armd.api.test_mqtt import Daemon, probe, running, settings_for, wait_until
-from tests.armd.rig import PERIOD, Rig, assert_within_limits, make_rig
+from tests.armd.rig import PERIOD, Rig, assert_within_limits, make_rig, move
 from tests.broker import MosquittoBroker
 
 JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
 LINKS = ("base_link", "tool0")
 Q0 = np.array([0.0, -1.2, 1.4, -1.6, -1.5, 0.3])  # away from singularities
+JOINT_TOLERANCE = 0.005  # rad: the rig's safety.joint_tolerance, within which a stream succeeds
 
 
 def parse(document: object) -> StreamMessage | Rejection:
@@ -217,14 +228,140 @@ async def test_sessions_sequence_numbers_and_statuses() -> None:
     await s.send(StreamEnd("a", 11), 400)
     assert s.of("a") == [(GoalStatus.ACCEPTED, None), (GoalStatus.SUCCEEDED, None)]
     assert abs(s.rig.loop.measured.position[2] - 1.5) < 0.005
-    # A new session after the end: any seq again, a new accepted.
+    # After the end a seq not newer than 11 starts nothing; a newer one starts a new session.
     await s.send(StreamJoints("a", 0, {"elbow_joint": 1.4}), 20)
-    assert s.of("a")[2:] == [(GoalStatus.ACCEPTED, None)]
+    (status, reason), *_ = s.of("a")[2:]
+    assert status is GoalStatus.REJECTED
+    assert STALE.fullmatch(reason or ""), reason
+    assert "seq: 0 is not newer than 11, the last of stream 'a'" in (reason or "")
+    assert s.rig.loop.motions.active is None
+    await s.send(StreamJoints("a", 12, {"elbow_joint": 1.4}), 20)
+    assert s.of("a")[3:] == [(GoalStatus.ACCEPTED, None)]
     # Another id pre-empts it.
     await s.send(StreamJoints("b", 0, {"elbow_joint": 1.3}), 2)
-    assert s.of("a")[3:] == [(GoalStatus.PREEMPTED, "preempted by b")]
+    assert s.of("a")[4:] == [(GoalStatus.PREEMPTED, "preempted by b")]
     assert s.of("b") == [(GoalStatus.ACCEPTED, None)]
     assert_within_limits(s.rig)
+
+
+STALE = re.compile(
+    r"seq: \d+ is not newer than \d+, the last of stream '\w+', which ended \d+\.\d s ago; "
+    r"a stale message starts nothing: send a greater seq, or a new id"
+)
+
+
+async def test_a_burst_of_stale_messages_after_a_timeout_moves_nothing() -> None:
+    """A Wi-Fi stall: the stream times out, then the messages held up arrive in a burst, out
+    of order. Those not newer than the last one followed start nothing (rejected, rate-limited);
+    the first newer one starts a new stream."""
+    s = await streaming()
+    for seq in range(20):  # the elbow from 1.4 toward 1.6
+        await s.send(StreamJoints("wifi", seq, {"elbow_joint": 1.4 + 0.01 * seq}), 2)
+    await s.rig.run(400)  # quiet: aborted at the timeout, then at rest
+    s.now += 400 * PERIOD
+    assert s.of("wifi")[-1] == (GoalStatus.ABORTED, timeout_reason(0.1))
+    rest = s.rig.loop.measured.position.copy()
+    for seq in range(19, 0, -1):  # the burst: older and older targets, back toward 1.4
+        await s.send(StreamJoints("wifi", seq, {"elbow_joint": 1.4 + 0.01 * seq}), 1)
+    await s.rig.run(50)
+    assert s.rig.loop.motions.active is None
+    np.testing.assert_allclose(s.rig.loop.measured.position, rest, atol=1e-3)  # the encoder
+    statuses = s.of("wifi")
+    assert statuses[:2] == [(GoalStatus.ACCEPTED, None), (GoalStatus.ABORTED, timeout_reason(0.1))]
+    assert 1 <= len(statuses[2:]) <= REJECTIONS_BURST + 1
+    assert all(status is GoalStatus.REJECTED for status, _ in statuses[2:])
+    assert (statuses[2][1] or "").startswith("seq: 19 is not newer than 19, the last of stream")
+    await s.send(StreamJoints("wifi", 20, {"elbow_joint": 1.45}), 2)
+    assert s.of("wifi")[-1] == (GoalStatus.ACCEPTED, None)
+    await s.send(StreamEnd("wifi", 21), 300)
+    assert s.of("wifi")[-1] == (GoalStatus.SUCCEEDED, None)
+    assert abs(s.rig.loop.measured.position[2] - 1.45) < 0.005
+    assert_within_limits(s.rig)
+
+
+async def test_an_id_is_reused_with_any_seq_once_its_memory_is_over() -> None:
+    s = await streaming()
+    await s.send(StreamJoints("again", 100, {"elbow_joint": 1.45}), 5)
+    await s.send(StreamEnd("again", 101), 300)
+    assert s.of("again")[-1] == (GoalStatus.SUCCEEDED, None)
+    s.now += seq_memory_s(0.1) - 300 * PERIOD - 0.01
+    await s.send(StreamJoints("again", 1, {"elbow_joint": 1.4}), 1)
+    assert s.of("again")[-1][0] is GoalStatus.REJECTED  # 10 ms before the memory is over
+    s.now += 0.02
+    await s.send(StreamJoints("again", 1, {"elbow_joint": 1.4}), 1)
+    assert s.of("again")[-1] == (GoalStatus.ACCEPTED, None)
+
+
+async def test_a_pre_empted_streams_stale_messages_do_not_take_the_arm_back() -> None:
+    s = await streaming()
+    await s.send(StreamJoints("a", 5, {"elbow_joint": 1.5}), 5)
+    await s.send(StreamJoints("b", 0, {"elbow_joint": 1.3}), 5)
+    assert s.of("a")[-1] == (GoalStatus.PREEMPTED, "preempted by b")
+    await s.send(StreamJoints("a", 4, {"elbow_joint": 1.6}), 5)  # delayed: refused
+    assert s.of("a")[-1][0] is GoalStatus.REJECTED
+    assert s.of("b") == [(GoalStatus.ACCEPTED, None)]
+    await s.send(StreamJoints("a", 6, {"elbow_joint": 1.6}), 5)  # newer: takes over
+    assert s.of("a")[-1] == (GoalStatus.ACCEPTED, None)
+    assert s.of("b")[-1] == (GoalStatus.PREEMPTED, "preempted by a")
+
+
+async def test_end_may_be_a_streams_first_message() -> None:
+    """``end`` alone is a stream: accepted, then succeeded at rest on the commanded position the
+    stream started from. An arm at rest stays; a moving one is stopped (its goal pre-empted)
+    and brought back there, jerk-limited, by its stopping distance."""
+    s = await streaming()
+    before = s.rig.loop.measured.position.copy()
+    await s.send(StreamEnd("alone", 3), 50)
+    assert s.of("alone") == [(GoalStatus.ACCEPTED, None), (GoalStatus.SUCCEEDED, None)]
+    np.testing.assert_allclose(s.rig.loop.measured.position, before, atol=1e-3)
+    s.ledger.receive("g")
+    s.rig.port.send(move("g", (Q0 + np.array([0.0, 0.0, 0.6, 0.0, 0.0, 0.0])).tolist()))  # type: ignore[union-attr]
+    await s.rig.run(60)
+    assert s.rig.loop.commanded is not None
+    start = s.rig.loop.commanded.position.copy()
+    assert s.rig.loop.commanded.velocity[2] > 1.0  # well under way
+    await s.send(StreamEnd("here", 0), 500)
+    assert s.of("g")[-1] == (GoalStatus.PREEMPTED, "preempted by here")
+    assert s.of("here") == [(GoalStatus.ACCEPTED, None), (GoalStatus.SUCCEEDED, None)]
+    overshoot = max(q[2] for _, q in s.rig.commands[-500:]) - start[2]
+    assert 0.05 < overshoot < 0.6  # the stop went past, then came back
+    np.testing.assert_allclose(s.rig.loop.measured.position, start, atol=JOINT_TOLERANCE)
+    assert_within_limits(s.rig)
+
+
+async def test_velocities_of_joints_not_in_positions_are_refused_and_move_nothing() -> None:
+    s = await streaming()
+    message = {
+        "id": "v",
+        "seq": 1,
+        "type": "joints",
+        "positions": {"elbow_joint": 1.5},
+        "velocities": {"elbow_joint": 0.1, "shoulder_pan_joint": 0.2},
+    }
+    await s.send(parse(message), 20)
+    reason = "velocities.shoulder_pan_joint: not named in positions"
+    assert s.of("v") == [(GoalStatus.REJECTED, reason)]
+    assert s.rig.loop.motions.active is None
+
+
+def test_ended_streams_are_remembered_for_their_window_and_at_most_capacity() -> None:
+    ended = EndedStreams(memory_s=10.0, capacity=3)
+    for i, name in enumerate("abcd"):
+        ended.end(name, i, now=float(i))
+    assert len(ended) == 3  # "a", ended first, was forgotten first
+    assert ended.recall("a", now=4.0) is None
+    assert ended.recall("b", now=4.0) is not None
+    ended.end("b", 7, now=5.0)  # ended again: now the newest
+    ended.end("e", 8, now=6.0)
+    assert [ended.recall(n, now=6.0) is not None for n in "bcde"] == [True, False, True, True]
+    recalled = ended.recall("b", now=14.9)
+    assert recalled is not None
+    assert recalled.seq == 7
+    assert ended.recall("d", now=14.9) is None  # ended at 3.0: 11.9 s ago
+    assert ended.recall("b", now=15.1) is None
+    assert len(ended) == 1
+    assert seq_memory_s(0.1) == SEQ_MEMORY_S
+    assert seq_memory_s(5.0) == pytest.approx(5.0 * SEQ_MEMORY_TIMEOUTS, abs=1e-12)
 
 
 async def test_refusals_are_rate_limited() -> None:
@@ -285,6 +422,29 @@ async def test_twists_move_the_tool_and_slow_down_near_a_singularity() -> None:
     assert 0.0 < s.cartesian.last_scale <= 0.5 + 1e-9
     s.cartesian.upper = upper
     assert math.isfinite(float(np.sum(q)))
+
+
+async def test_after_a_twists_end_the_arm_rests_where_the_twist_carried_the_target() -> None:
+    """The last target after ``end`` is where the last twist had carried the target when the
+    ``end`` came: an ``end`` 80 ms later (within the timeout) rests 80 ms further along."""
+    speed = 0.05  # m/s along z: far from singularities and limits, the twist is not scaled
+
+    async def rest_after(pause_ticks: int) -> np.ndarray:
+        s = await streaming()
+        for k in range(50):
+            await s.send(StreamTwist("t", k, (0.0, 0.0, speed), (0.0, 0.0, 0.0)), 1)
+        await s.rig.run(pause_ticks)
+        s.now += pause_ticks * PERIOD
+        await s.send(StreamEnd("t", 50), 400)
+        assert s.of("t")[-1] == (GoalStatus.SUCCEEDED, None)
+        assert s.rig.loop.commanded is not None  # at rest exactly on the last target
+        return s.rig.tree.fk(s.rig.loop.commanded.position, "tool0").translation
+
+    at_once, later = await rest_after(0), await rest_after(20)
+    further = later - at_once
+    # The target moves on in joint space (the twist's joint velocities): over these 4 mm its
+    # tool path stays well within 0.2 mm of the straight line.
+    np.testing.assert_allclose(further, [0.0, 0.0, speed * 20 * PERIOD], atol=2e-4)
 
 
 async def test_an_estopped_arm_refuses_new_streams_rate_limited() -> None:
