@@ -1,10 +1,11 @@
 """``armd sim-device feetech``'s end stops, and the chain that serves with them.
 
 A real SO-101's joints stop against the arm's mechanics before their STS3215 servos reach the
-ends of their own range (one turn, counts 0..4095), so the simulated chain has those stops too:
-``--end-stops so101`` (the default) puts them on servos 1..6 at the joint limits of
-``config/robots/so101.urdf`` (the joints of ``config/so101.yaml``, whose uncalibrated
-transmission puts each joint at its servo's shaft angle, 0 rad at count 2048). ``--end-stops
+ends of their own range (one turn, counts 0..4095), except its wrist roll, which turns freely to
+the ends of its servo's range. The simulated chain has those stops too: ``--end-stops so101``
+(the default) puts them on servos 1-4 and 6 at the joint limits of ``config/robots/so101.urdf``
+(the joints of ``config/so101.yaml``, whose uncalibrated transmission puts each joint at its
+servo's shaft angle, 0 rad at count 2048) and none on servo 5, the wrist roll. ``--end-stops
 none`` leaves every shaft free within the servo's range; ``ID=LOW:HIGH`` items put stops (rad at
 the shaft) on the servos they name and none on the others. A shaft never leaves its stops and a
 servo pushing into one reports the push as its load (`drivers.sim.motor.MotorFaults.end_stops`).
@@ -35,11 +36,11 @@ SO101_END_STOPS: EndStops = {
     2: (-1.74533, 1.74533),  # shoulder_lift
     3: (-1.69, 1.69),  # elbow_flex
     4: (-1.65806, 1.65806),  # wrist_flex
-    5: (-2.74385, 2.84121),  # wrist_roll
     6: (-0.174533, 1.74533),  # gripper
 }
 """Servo id: its end stops (rad at the shaft), the SO-101's joint limits (config/robots/so101.urdf,
-TheRobotStudio's so101_new_calib.urdf), all within the STS3215's range of [-π, π)."""
+TheRobotStudio's so101_new_calib.urdf), all within the STS3215's range of [-π, π). Servo 5, the
+wrist roll, has none (the model's limits, [-2.74385, 2.84121], are not stops on the arm)."""
 
 PRESETS = {"so101": SO101_END_STOPS, "none": {}}
 
@@ -50,7 +51,8 @@ def add_end_stops_argument(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=["so101"],
         metavar="STOPS",
-        help="the motors' mechanical end stops: so101 (ids 1-6 at the SO-101's joint limits), "
+        help="the motors' mechanical end stops: so101 (the SO-101's: ids 1-4 and 6 at its joint "
+        "limits, the wrist roll 5 free), "
         "none, or ID=LOW:HIGH (rad at the shaft) for each servo that has them (so101)",
     )
 
