@@ -239,22 +239,23 @@ class EndStops:
         scale = abs(t.scale)
         ramp = _Ramp(self.hold[key], direction, s.speed * scale, s.acceleration * scale)
         limit = self.torque[t.joint]
-        since: float | None = None
+        still_since: float | None = None
         sign = "+" if direction * t.sign > 0 else "-"
         while True:
             state = await self._advance(t, ramp, bound, deadline)
+            now = self.clock()
             lag = (ramp.position - state.position) * direction
             stalled = (state.effort or 0.0) * direction >= EFFORT_AT_LIMIT * limit
             stalled = stalled or lag >= STALL_LAG
             if abs(state.velocity) <= STILL * ramp.speed and (stalled or ramp.refusal):
-                since = self.clock() if since is None else since
-                if self.clock() - since >= s.dwell_s:
+                still_since = now if still_since is None else still_since
+                if now - still_since >= s.dwell_s:
                     self.hold[key] = state.position  # stop pushing
                     if stalled:
                         return state.position, None
                     return state.position, _range_end(t, sign, state.position, ramp.refusal)
             else:
-                since = None
+                still_since = None
                 if ramp.position == bound and abs(state.position - bound) < STALL_LAG:
                     raise EndStopError(
                         f"joint {t.joint!r}: no end stop in the {sign} direction within "
@@ -264,7 +265,7 @@ class EndStops:
             report(
                 f"  {t.joint}: searching the {sign} end stop  now "
                 f"{t.joint_position(state.position):+8.4f}  effort {state.effort or 0.0:+.2f}"
-                f"{_resting(since is not None, stalled)}"
+                f"{_resting(still_since is not None, stalled)}"
             )
 
     async def _advance(
