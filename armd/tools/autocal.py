@@ -10,7 +10,11 @@ torque limit, with the other joints holding where they are (docs/calibration.md)
   the same in the negative direction, then back to where it started. It never commands the motor
   more than `max_travel` from that start. The stop is detected when, for `dwell_s`, the joint is
   (nearly) still while its device pushes at the torque limit or lags the command by `STALL_LAG`
-  or more; the end stop is then the measured position.
+  or more; the end stop is then the measured position. A device that refuses a command beyond
+  its own range (`UnsupportedCommandError`: nothing is sent, e.g. a Feetech servo's position
+  limits) ends the ramp there: the command stays at the last position it accepts (to within
+  `EDGE`), and where the joint comes to rest there is its end of travel, an end stop if it
+  stalled, else the end of the device's range (`Travel.range_ends` says so).
 
 Positions here are at the motor (motor units, what the drivers speak); `speed`, `acceleration`,
 `max_travel` and `backoff` are given in joint units and converted through the transmission.
@@ -29,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 from armd.control.transmission import Transmission
 from armd.control.wiring import DriverSetup
 from armd.errors import ArmdError
-from drivers import Clock, DeviceCommand, DeviceState, Driver
+from drivers import Clock, DeviceCommand, DeviceState, Driver, UnsupportedCommandError
 from kinematics import JointLimit
 
 __all__ = [
@@ -40,6 +44,7 @@ __all__ = [
     "AutoSettings",
     "EndStopError",
     "EndStops",
+    "Travel",
     "limited_drivers",
 ]
 
@@ -51,6 +56,7 @@ STALL_LAG = 0.1
 SETTLED = STALL_LAG / 4  # rad (m) at the motor: a move has arrived
 EFFORT_AT_LIMIT = 0.9  # of the torque limit: the device pushes as hard as it may
 STILL = 0.25  # of the ramp's speed: slower than this, the joint is not following
+EDGE = 1e-4  # rad (m) at the motor: how close a ramp gets to the end of its device's range
 READ_TIMEOUT_S = 1.0
 STALE_S = 0.25  # a reading older than this is no evidence of where the joint is now
 
@@ -61,6 +67,16 @@ class AutoRefusedError(ArmdError):
 
 class EndStopError(ArmdError):
     """The search for a joint's end stops failed; the drives are disabled, nothing is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Travel:
+    """A joint's two ends of travel (motor units, low < high), and one line for each end that is
+    not an end stop but the end of the range its device accepts commands in."""
+
+    low: float
+    high: float
+    range_ends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +144,15 @@ Report = Callable[[str], None]
 
 @dataclass
 class _Ramp:
-    """A command moving from `position` toward `direction` (±1) at up to `speed`."""
+    """A command moving from `position` toward `direction` (±1) at up to `speed`; `refusal`: the
+    device's, once the ramp reached the end of the range it accepts (it stays there)."""
 
     position: float
     direction: float
     speed: float
     acceleration: float
     velocity: float = 0.0
+    refusal: str | None = None
 
     def step(self, dt: float, bound: float) -> float:
         """Advance by `dt` s, braking in time to stop at `bound` (motor units), never beyond it;
@@ -182,9 +200,9 @@ class EndStops:
 
     async def find(
         self, t: Transmission, report: Report, limit: JointLimit | None = None
-    ) -> tuple[float, float]:
-        """Joint `t`'s end stops (motor units, sorted); the joint ends where it started. The
-        speed and acceleration stay within `limit`'s. Raises `EndStopError`."""
+    ) -> Travel:
+        """Joint `t`'s ends of travel; the joint ends where it started. The speed and
+        acceleration stay within `limit`'s. Raises `EndStopError`."""
         s = self.settings
         if limit is not None:
             s = replace(
@@ -199,41 +217,45 @@ class EndStops:
         deadline = self.clock() + s.timeout_s
         scale = abs(t.scale)
         travel = s.max_travel * scale
-        stops = []
+        stops, range_ends = [], []
         for joint_direction in (1.0, -1.0):
             direction = joint_direction * t.sign
             bound = start + direction * travel
-            stop = await self._search(t, direction, bound, deadline, report)
+            stop, range_end = await self._search(t, direction, bound, deadline, report)
             stops.append(stop)
+            range_ends += [range_end] if range_end else []
             await self._move(t, stop - direction * s.backoff * scale, deadline, report)
         await self._move(t, start, deadline, report)
         low, high = sorted(stops)
-        return low, high
+        return Travel(low, high, tuple(range_ends))
 
     async def _search(
         self, t: Transmission, direction: float, bound: float, deadline: float, report: Report
-    ) -> float:
-        """Ramp toward `bound` until the joint stalls there for `dwell_s`: its position."""
+    ) -> tuple[float, str | None]:
+        """Ramp toward `bound` until the joint stalls there for `dwell_s`, or rests at the end of
+        its device's range: its position, and what that end is unless it is an end stop."""
         s = self.current
         key = (t.driver, t.device)
         scale = abs(t.scale)
         ramp = _Ramp(self.hold[key], direction, s.speed * scale, s.acceleration * scale)
         limit = self.torque[t.joint]
-        stalled_since: float | None = None
+        still_since: float | None = None
         sign = "+" if direction * t.sign > 0 else "-"
         while True:
-            state = await self._tick(t, ramp, ramp.step(s.period_s, bound), deadline)
+            state = await self._advance(t, ramp, bound, deadline)
             now = self.clock()
             lag = (ramp.position - state.position) * direction
-            pushing = (state.effort or 0.0) * direction >= EFFORT_AT_LIMIT * limit
-            still = abs(state.velocity) <= STILL * ramp.speed
-            if still and (pushing or lag >= STALL_LAG):
-                stalled_since = now if stalled_since is None else stalled_since
-                if now - stalled_since >= s.dwell_s:
+            stalled = (state.effort or 0.0) * direction >= EFFORT_AT_LIMIT * limit
+            stalled = stalled or lag >= STALL_LAG
+            if abs(state.velocity) <= STILL * ramp.speed and (stalled or ramp.refusal):
+                still_since = now if still_since is None else still_since
+                if now - still_since >= s.dwell_s:
                     self.hold[key] = state.position  # stop pushing
-                    return state.position
+                    if stalled:
+                        return state.position, None
+                    return state.position, _range_end(t, sign, state.position, ramp.refusal)
             else:
-                stalled_since = None
+                still_since = None
                 if ramp.position == bound and abs(state.position - bound) < STALL_LAG:
                     raise EndStopError(
                         f"joint {t.joint!r}: no end stop in the {sign} direction within "
@@ -243,8 +265,39 @@ class EndStops:
             report(
                 f"  {t.joint}: searching the {sign} end stop  now "
                 f"{t.joint_position(state.position):+8.4f}  effort {state.effort or 0.0:+.2f}"
-                f"{'  stalled' if stalled_since is not None else ''}"
+                f"{_resting(still_since is not None, stalled)}"
             )
+
+    async def _advance(
+        self, t: Transmission, ramp: _Ramp, bound: float, deadline: float
+    ) -> DeviceState:
+        """One tick of the ramp toward `bound`, or at the end of its device's range."""
+        if ramp.refusal is not None:
+            return await self._tick(t, ramp, ramp.position, deadline)
+        accepted = ramp.position
+        try:
+            return await self._tick(t, ramp, ramp.step(self.current.period_s, bound), deadline)
+        except UnsupportedCommandError as exc:
+            return await self._edge(t, ramp, accepted, str(exc), deadline)
+
+    async def _edge(
+        self, t: Transmission, ramp: _Ramp, accepted: float, refusal: str, deadline: float
+    ) -> DeviceState:
+        """The device refused the ramp's command (`refusal`), beyond `accepted`: the ramp stops
+        at the last command it accepts, to within `EDGE`, halving the step (a refused write sends
+        nothing); its `refusal` becomes the device's last. The state after that command."""
+        refused, ramp.position, ramp.velocity = ramp.position, accepted, 0.0
+        state = await self._tick(t, ramp, accepted, deadline)  # accepted before: raises if not
+        while abs(refused - accepted) > EDGE:
+            middle = (accepted + refused) / 2.0
+            try:
+                state = await self._tick(t, ramp, middle, deadline)
+            except UnsupportedCommandError as exc:
+                refused, refusal = middle, str(exc)
+            else:
+                accepted = ramp.position = middle
+        ramp.refusal = refusal
+        return state
 
     async def _move(self, t: Transmission, target: float, deadline: float, report: Report) -> None:
         """Ramp the joint to `target` (motor units) and wait there until it follows."""
@@ -296,3 +349,18 @@ class EndStops:
         if not state.enabled:
             raise EndStopError(f"joint {t.joint!r}: device {t.driver}/{t.device} left closed loop")
         return state
+
+
+def _range_end(t: Transmission, sign: str, position: float, refusal: str | None) -> str:
+    return (
+        f"joint {t.joint!r}: no end stop in the {sign} direction before the end of its device's "
+        f"range ({refusal}): the end of travel is recorded there, at "
+        f"{t.joint_position(position):+.4f} (uncalibrated)"
+    )
+
+
+def _resting(still: bool, stalled: bool) -> str:
+    """The live line's word for a joint that stopped moving."""
+    if not still:
+        return ""
+    return "  stalled" if stalled else "  at the end of its device's range"

@@ -4,7 +4,8 @@ torque limit (`armd.tools.autocal`), the other joints holding where they are.
 `record_auto` refuses joints without a settable torque limit before anything opens, says what
 will move and waits for Enter, then opens and enables every driver of the config (the searched
 joints' torque limits lowered), searches each joint's end stops in turn while a refreshing line
-shows it, and disables the drives. It returns each joint's `Readings` with the **middle of its
+shows it (with a warning for an end of travel that is the end of its servo's range instead), and
+disables the drives. It returns each joint's `Readings` with the **middle of its
 range as the reference** (the model's zero, as LeRobot's calibration and the SO-101 model put
 it). Ctrl-C (KeyboardInterrupt, which cancels the task) or a failure closes every driver, which
 disables it, on the way out; nothing is written by this module.
@@ -21,7 +22,7 @@ from armd.cli.calibrate.calibrate_session import FIRST_READ_S, MIN_SPAN, Keyboar
 from armd.config.calibration import position_units
 from armd.config.load import ArmSetup
 from armd.control.transmission import Transmission
-from armd.tools.autocal import AutoSettings, EndStopError, EndStops, limited_drivers
+from armd.tools.autocal import AutoSettings, EndStopError, EndStops, Travel, limited_drivers
 from drivers import Driver
 
 __all__ = ["record_auto"]
@@ -57,9 +58,11 @@ async def record_auto(
         for i, t in enumerate(transmissions, 1):
             _say(out, f"\njoint {i}/{len(transmissions)}: {t.joint} ({t.driver}/{t.device})")
             line = _Line(out)
-            low, high = await search.find(t, line.show, setup.limits[t.joint])
-            stops[t.joint] = (low, high)
-            _say(out, f"\r\x1b[K{_stops_line(t, low, high, units.get(t.joint, 'rad'))}")
+            travel = await search.find(t, line.show, setup.limits[t.joint])
+            stops[t.joint] = (travel.low, travel.high)
+            _say(out, f"\r\x1b[K{_stops_line(t, travel, units.get(t.joint, 'rad'))}")
+            for range_end in travel.range_ends:
+                _say(out, f"  warning: {range_end}")
     return {
         joint: Readings(motor_min=low, motor_max=high, motor_reference=(low + high) / 2.0)
         for joint, (low, high) in stops.items()
@@ -129,16 +132,17 @@ class _Line:
             self.out.flush()
 
 
-def _stops_line(t: Transmission, low: float, high: float, unit: str) -> str:
-    a, b = sorted((t.joint_position(low), t.joint_position(high)))
+def _stops_line(t: Transmission, travel: Travel, unit: str) -> str:
+    a, b = sorted((t.joint_position(travel.low), t.joint_position(travel.high)))
     span = b - a
+    ends = "ends of travel" if travel.range_ends else "end stops"
     if span < MIN_SPAN[unit]:
         raise EndStopError(
-            f"joint {t.joint!r}: its end stops [{a:+.4f}, {b:+.4f}] {unit} are only "
+            f"joint {t.joint!r}: its {ends} [{a:+.4f}, {b:+.4f}] {unit} are only "
             f"{span:.4f} {unit} apart, less than the {MIN_SPAN[unit]:g} {unit} a calibrated range "
             "needs (is it blocked, or too weak at this torque limit to move? see --auto-torque)"
         )
-    return f"  {t.joint}: end stops at {a:+.4f} and {b:+.4f} {unit} (uncalibrated), span {span:.4f}"
+    return f"  {t.joint}: {ends} at {a:+.4f} and {b:+.4f} {unit} (uncalibrated), span {span:.4f}"
 
 
 def _say(out: TextIO, text: str) -> None:

@@ -17,13 +17,13 @@ process, so that the daemon (or ``armd check --probe``) can run its real ``odriv
   baud rate, its other defaults fit.
 
 - ``feetech``: a simulated Feetech STS3215 chain on a pseudo-terminal, printed the same way; the
-  ``feetech`` driver's defaults work with it (same baud rate).
+  ``feetech`` driver's defaults work with it (same baud rate). Its motors have the SO-101's end
+  stops unless ``--end-stops`` says otherwise (`armd.cli.sim_device.sim_device_feetech`).
 
 ``odrive``, ``dynamixel`` and ``feetech`` take the motors' limits and initial positions as options
 (`armd.cli.sim_device.sim_device_config`) and, once they serve, print on stdout the config lines
-that
-drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits); the
-serial ones print their pty alone on the first line, before those.
+that drive them (``type`` and ``params`` of a ``drivers.<name>`` entry, and the motor limits);
+the serial ones print their pty alone on the first line, before those.
 
 All serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty cannot be opened,
 2 bad arguments; errors are one line on stderr, never a traceback.
@@ -32,6 +32,7 @@ All serve until SIGINT or SIGTERM, then exit 0. Exit codes: 1 the bus or pty can
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import signal
 import threading
 from collections.abc import Callable
@@ -59,6 +60,8 @@ from armd.cli.sim_device.sim_device_config import (
     motor_options,
     odrive_config_lines,
 )
+from armd.cli.sim_device.sim_device_feetech import add_end_stops_argument, end_stops, end_stops_line
+from armd.cli.sim_device.sim_device_feetech import serve as serve_feetech
 
 __all__ = ["register"]
 
@@ -186,21 +189,20 @@ def _cmd_feetech(args: argparse.Namespace) -> int:
     check_serial_args(args)
     check_return_delay(args.return_delay_s)
     motors = motor_options(args, args.ids)
-    from drivers.feetech import sim as feetech_sim  # pyserial only when asked for
-    from drivers.sim.motor import MotorParams
+    stops = end_stops(args.end_stops, args.ids, motors.initial_positions)
+    from drivers.feetech.sim import STS3215_MOTOR  # pyserial only when asked for
 
     def ready(port: str) -> None:
         print(port, flush=True)
-        print(feetech_config_lines(port, args.baudrate, args.ids, motors), flush=True)
+        stops_line = end_stops_line(args.end_stops, stops)
+        print(feetech_config_lines(port, args.baudrate, args.ids, motors, stops_line), flush=True)
 
-    motor = MotorParams(
-        max_velocity=motors.max_velocity,
-        max_acceleration=motors.max_acceleration,
-        counts_per_rev=feetech_sim.STS3215_MOTOR.counts_per_rev,
+    motor = dataclasses.replace(
+        STS3215_MOTOR, max_velocity=motors.max_velocity, max_acceleration=motors.max_acceleration
     )
     return _serve_until_signal(
-        feetech_sim.run, args, motor_params=motor, initial_positions=motors.initial_positions,
-        return_delay_s=args.return_delay_s, on_ready=ready,
+        serve_feetech, args, motor_params=motor, initial_positions=motors.initial_positions,
+        end_stops=stops, return_delay_s=args.return_delay_s, on_ready=ready,
     )  # fmt: skip
 
 
@@ -335,6 +337,7 @@ def _add_feetech_parser(kinds: Any) -> None:
         "the feetech driver sets it to 0 when it opens)",
     )
     add_motor_arguments(feetech, FEETECH_MOTOR)
+    add_end_stops_argument(feetech)
     feetech.set_defaults(func=_cmd_feetech)
 
 

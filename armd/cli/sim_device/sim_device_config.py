@@ -138,8 +138,11 @@ def dynamixel_config_lines(
     return "\n".join(lines)
 
 
-def feetech_config_lines(port: str, baudrate: int, ids: Sequence[int], motors: MotorOptions) -> str:
-    """The ``drivers.<name>`` lines of a config whose ``feetech`` driver drives this chain."""
+def feetech_config_lines(
+    port: str, baudrate: int, ids: Sequence[int], motors: MotorOptions, end_stops: str
+) -> str:
+    """The ``drivers.<name>`` lines of a config whose ``feetech`` driver drives this chain;
+    `end_stops`: the comment line that says where its motors' end stops are."""
     lines = [
         f"# armd sim-device feetech: the `feetech` driver's lines for ids {list(ids)}",
         "type: feetech",
@@ -148,6 +151,7 @@ def feetech_config_lines(port: str, baudrate: int, ids: Sequence[int], motors: M
         f"  baudrate: {baudrate}",
         "  devices:",
         *(f"    servo{i}: {{id: {i}}}" for i in ids),
+        end_stops,
         *_motor_lines(motors),
     ]
     return "\n".join(lines)

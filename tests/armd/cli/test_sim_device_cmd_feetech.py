@@ -14,10 +14,16 @@ import pytest
 import scservo_sdk as sdk
 import yaml
 
+from armd.cli.sim_device.sim_device_feetech import SO101_END_STOPS
+from drivers import DeviceCommand
 from drivers.feetech.driver import FeetechDriver, FeetechParams
 from drivers.feetech.table import Addr
+from kinematics import load_tree
 from tests.armd.cli.test_sim_device_cmd import (
+    ROOT,
     Spawn,
+    drive_to,
+    eventually,
     exercise,
     read_line,
     run_armd,
@@ -85,6 +91,11 @@ async def test_feetech_options_shape_the_motors_and_print_the_config(spawn: Spaw
         "# motors: 3 rad/s, 30 rad/s² at the shaft, starting at {1: 0.3, 2: -0.2} rad"
         in (lines[-2])
     )
+    # by default, the SO-101's end stops on servos 1..6 (those of the chain)
+    assert lines[-3] == (
+        "# end stops (--end-stops so101), rad at the shaft: {1: [-1.91986, 1.91986], "
+        "2: [-1.74533, 1.74533]}"
+    )
     assert config["type"] == "feetech"
     assert config["params"] == {
         "port": port,
@@ -102,6 +113,54 @@ async def test_feetech_options_shape_the_motors_and_print_the_config(spawn: Spaw
     assert states["servo1"].position == pytest.approx(0.3, abs=quantum)
     assert states["servo2"].position == pytest.approx(-0.2, abs=quantum)
     terminate(process)
+
+
+async def test_feetech_end_stops_hold_the_shafts(spawn: Spawn) -> None:
+    process = spawn("sim-device", "feetech", "--ids", "1", "2", "--end-stops", "2=-0.4:0.3")
+    port = read_line(process)
+    _, lines = printed_config(process)
+    assert lines[-3] == "# end stops (--end-stops 2=-0.4:0.3), rad at the shaft: {2: [-0.4, 0.3]}"
+    driver = FeetechDriver(FeetechParams(port=port, devices={"a": {"id": 1}, "b": {"id": 2}}))
+    await driver.open()
+    try:
+        await driver.enable()
+        await drive_to(driver, {"a": 0.6, "b": 0.3}, tol=0.01)
+
+        async def pushing() -> bool:  # servo 2 commanded beyond its stop: it pushes there
+            await driver.write({"a": DeviceCommand(0.6), "b": DeviceCommand(0.6)})
+            return ((await driver.read())["b"].effort or 0.0) > 0.1
+
+        await eventually(pushing, "servo 2 pushing into its end stop")
+        states = await driver.read()
+    finally:
+        await driver.close()
+    assert states["a"].position == pytest.approx(0.6, abs=0.01)  # no end stops: it arrived
+    assert states["b"].position == pytest.approx(0.3, abs=2.0 * math.pi / 4096)  # at its stop
+    terminate(process)
+
+
+def test_feetech_end_stops_none_leaves_the_shafts_free(spawn: Spawn) -> None:
+    process = spawn("sim-device", "feetech", "--ids", "1", "--end-stops", "none")
+    read_line(process)
+    _, lines = printed_config(process)
+    assert lines[-3].startswith("# end stops: none (--end-stops none)")
+    terminate(process)
+
+
+def test_the_so101_end_stops_are_the_models_joint_limits() -> None:
+    """`--end-stops so101` puts servo i's stops at the limits of config/so101.yaml's joint on
+    servo i (that config's transmission maps each joint 1:1 onto its servo's shaft), except the
+    wrist roll's, which turns freely."""
+    config = yaml.safe_load((ROOT / "config" / "so101.yaml").read_text(encoding="utf-8"))
+    tree = load_tree(ROOT / "config" / config["model"])
+    devices = config["drivers"]["bus"]["params"]["devices"]
+    stopped = {}
+    for joint, settings in config["joints"].items():
+        assert set(settings) <= {"driver", "device", "limits", "stall"}  # no gear, sign, offset
+        servo_id = devices[settings["device"]]["id"]
+        if joint != "wrist_roll":
+            stopped[servo_id] = (tree.limits[joint].lower, tree.limits[joint].upper)
+    assert stopped == SO101_END_STOPS
 
 
 def test_feetech_return_delay_option_sets_the_servos(spawn: Spawn) -> None:
@@ -128,6 +187,15 @@ def test_feetech_return_delay_option_sets_the_servos(spawn: Spawn) -> None:
         (["sim-device", "feetech", "--ids", "1", "2", "--initial-positions", "0"], "1 values"),
         (["sim-device", "feetech", "--ids", "254"], "[0, 253]"),
         (["sim-device", "feetech", "--baudrate", "0"], "--baudrate: 0 must be > 0"),
+        (["sim-device", "feetech", "--end-stops", "so101", "none"], "'so101' is not so101, none"),
+        (["sim-device", "feetech", "--end-stops", "6:-1:1"], "'6:-1:1' is not so101, none, or"),
+        (["sim-device", "feetech", "--end-stops", "7=-1:1"], "servo 7 is not one of --ids"),
+        (["sim-device", "feetech", "--end-stops", "6=1:-1"], "servo 6: [1, -1] must be finite"),
+        (["sim-device", "feetech", "--end-stops", "6=0:1", "6=0:2"], "servo 6 is given twice"),
+        (
+            ["sim-device", "feetech", "--ids", "6", "--initial-positions", "2"],
+            "--initial-positions: servo 6 at 2 rad is outside its end stops [-0.174533, 1.74533]",
+        ),
     ],
 )
 def test_feetech_argument_errors_exit_2_with_one_line(argv: list[str], message: str) -> None:

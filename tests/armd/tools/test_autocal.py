@@ -18,6 +18,7 @@ from armd.tools.autocal import (
     AutoSettings,
     EndStopError,
     EndStops,
+    Travel,
     limited_drivers,
 )
 from drivers import Driver
@@ -45,7 +46,7 @@ async def search(
     t: Transmission,
     settings: AutoSettings = SETTINGS,
     report: Callable[[str], None] = lambda line: None,
-) -> tuple[float, float]:
+) -> Travel:
     async def sleep(dt: float) -> None:
         clock.advance(dt)
 
@@ -61,9 +62,10 @@ async def test_the_stops_found_are_the_simulated_ones(sign: int, gear: float) ->
     clock = ManualClock()
     driver = sim_driver(clock, (-0.5, 0.75))
     t = Transmission("j", "sim", "a", gear_ratio=gear, sign=1 if sign > 0 else -1)
-    low, high = await search(clock, driver, t)
+    travel = await search(clock, driver, t)
     # the shaft stops exactly at a stop; the reading is within an encoder count of it
-    assert (low, high) == pytest.approx((-0.5, 0.75), abs=COUNT)
+    assert (travel.low, travel.high) == pytest.approx((-0.5, 0.75), abs=COUNT)
+    assert travel.range_ends == ()  # both are end stops
     # back where it started, within `SETTLED`
     assert driver.motor("a").position == pytest.approx(0.2, abs=SETTLED)
     assert driver.motor("b").position == pytest.approx(1.0, abs=COUNT)  # held at its reading
@@ -177,8 +179,7 @@ async def test_each_joint_is_searched_within_its_own_limits() -> None:
         await driver.enable()
         for name, limit in (("a", JointLimit(velocity=0.1, acceleration=0.2)), ("b", None)):
             t = Transmission(name, "sim", name)
-            assert await search.find(t, lambda line: None, limit) == pytest.approx(
-                (-0.3, 0.3), abs=COUNT
-            )
+            travel = await search.find(t, lambda line: None, limit)
+            assert (travel.low, travel.high) == pytest.approx((-0.3, 0.3), abs=COUNT)
             speeds.append((search.current.speed, search.current.acceleration))
     assert speeds == [(0.1, 0.2), (SETTINGS.speed, SETTINGS.acceleration)]
