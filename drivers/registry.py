@@ -16,6 +16,7 @@ DRIVERS: dict[str, str] = {
     "dynamixel": "drivers.dynamixel.driver:DynamixelDriver",
     "feetech": "drivers.feetech.driver:FeetechDriver",
     "mit": "drivers.mit.driver:MitDriver",
+    "mujoco": "drivers.mujoco.driver:MujocoDriver",
 }
 
 

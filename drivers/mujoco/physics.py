@@ -1,0 +1,222 @@
+"""Stepping the scene: the actuators' torque laws at every physics step, the latest state as an
+immutable snapshot, and the real-time thread that steps it against a clock.
+
+The actuator law, per device, at every step (N·m, rad, rad/s)::
+
+    τ = clamp(kp·(p* - q) + kd·(v* - q̇) + τff, ±torque_limit)     enabled
+    τ = 0                                                          torque off
+
+A servo has v* = 0 and τff = 0 (its loop damps the measured velocity); an MIT actuator takes both
+from its commands. With torque off, a device's `brake_torque` adds to its joint's friction.
+
+Threads: `Physics.step` runs in one thread at a time (the real-time thread, or a test's
+`advance`). Commands arrive as a whole new `Targets` and the state leaves as a whole new
+`Snapshot`: both are replaced by one reference assignment, so readers and writers never lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+from numpy.typing import NDArray
+
+from drivers.base import Clock
+from drivers.mujoco.params import FeedForward, MujocoParams
+from drivers.mujoco.scene import Scene
+
+__all__ = ["Physics", "RealTimeRunner", "Snapshot", "Targets"]
+
+_log = logging.getLogger(__name__)
+Array = NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class Targets:
+    """What the actuators follow, per device (`Scene.device_names` order): position p* (rad),
+    velocity v* (rad/s), torque feed-forward τff (N·m), and whether torque is on."""
+
+    position: Array
+    velocity: Array
+    torque: Array
+    enabled: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The state after a step. `time_s`: simulated time; `stamp`: the driver clock's time it
+    corresponds to, s. Per device: `position` (rad), `velocity` (rad/s), `effort` (N·m along the
+    joint's axis). `qpos`: the whole model's positions; `object_positions`: each object's centre
+    in the root frame (m), by object order."""
+
+    time_s: float
+    stamp: float
+    position: Array
+    velocity: Array
+    effort: Array
+    enabled: bool
+    qpos: Array
+    object_positions: Array
+
+
+class Physics:
+    """The scene's data, its actuators and its clock mapping (`origin`: the clock time of
+    simulated time 0)."""
+
+    def __init__(self, scene: Scene, params: MujocoParams, origin: float) -> None:
+        self.scene = scene
+        self.model = scene.model
+        self.data = mujoco.MjData(scene.model)
+        self.origin = origin
+        devices = [params.devices[name] for name in scene.device_names]
+        self._kp = np.array([d.kp for d in devices])
+        self._kd = np.array([d.kd for d in devices])
+        self._limit = np.array([d.torque_limit for d in devices])
+        self._gravity_ff = np.array([d.torque_feedforward is FeedForward.GRAVITY for d in devices])
+        friction = np.array([d.friction for d in devices])
+        self._friction_on = friction
+        self._friction_off = friction + np.array([d.brake_torque for d in devices])
+        self._scratch = mujoco.MjData(scene.model)  # for gravity torques, off the stepping data
+        self._gravity_out = np.zeros(scene.model.nv)
+        self.data.qpos[scene.qpos_adr] = [d.initial_position for d in devices]
+        mujoco.mj_forward(self.model, self.data)
+        self._effort = np.zeros(len(devices))
+        self._torque_on: bool | None = None
+        zeros = np.zeros(len(devices))
+        self.targets = Targets(self.data.qpos[scene.qpos_adr].copy(), zeros, zeros, False)
+        self.snapshot = self._snapshot()
+
+    @property
+    def timestep_s(self) -> float:
+        return float(self.model.opt.timestep)
+
+    @property
+    def time_s(self) -> float:
+        return float(self.data.time)
+
+    def step(self, count: int) -> Snapshot:
+        """Run `count` physics steps under the current targets; publish and return the state."""
+        m, d, scene = self.model, self.data, self.scene
+        for _ in range(count):
+            targets = self.targets
+            if targets.enabled is not self._torque_on:
+                self._set_torque(targets.enabled)
+            if targets.enabled:
+                q = d.qpos[scene.qpos_adr]
+                v = d.qvel[scene.dof_adr]
+                tau = (
+                    self._kp * (targets.position - q)
+                    + self._kd * (targets.velocity - v)
+                    + targets.torque
+                )
+                np.clip(tau, -self._limit, self._limit, out=tau)
+                self._effort = tau
+                d.ctrl[scene.actuator_ids] = tau
+            mujoco.mj_step(m, d)
+        self.snapshot = self._snapshot()
+        return self.snapshot
+
+    def gravity_torques(self, position: Array) -> Array:
+        """The gravity torque of each device's joint (N·m, the torque that holds the arm still:
+        g(q) of τ = M(q)·q̈ + c(q, q̇) + g(q)) with the devices at `position` (rad) and every other
+        joint where it is now. Only the URDF's links count, not what the arm holds."""
+        scratch, scene = self._scratch, self.scene
+        scratch.qpos[:] = self.snapshot.qpos
+        scratch.qpos[scene.qpos_adr] = position
+        mujoco.mj_kinematics(self.model, scratch)
+        mujoco.mj_comPos(self.model, scratch)
+        mujoco.mj_rne(self.model, scratch, 0, self._gravity_out)  # q̇ = 0: gravity alone
+        return self._gravity_out[scene.dof_adr].copy()
+
+    def command(self, position: Array, velocity: Array, enabled: bool) -> None:
+        """Replace the targets (rad, rad/s per device; servos ignore the velocity). MIT devices
+        with a gravity feed-forward get g(q) at the commanded positions."""
+        velocity = np.where(self.scene.is_mit, velocity, 0.0)
+        torque = np.zeros_like(position)
+        if enabled and self._gravity_ff.any():
+            torque = np.where(self._gravity_ff, self.gravity_torques(position), 0.0)
+        self.targets = Targets(position, velocity, torque, enabled)
+
+    def _set_torque(self, on: bool) -> None:
+        self._torque_on = on
+        self.model.dof_frictionloss[self.scene.dof_adr] = (
+            self._friction_on if on else self._friction_off
+        )
+        if not on:
+            self.data.ctrl[self.scene.actuator_ids] = 0.0
+            self._effort = np.zeros_like(self._effort)
+
+    def _snapshot(self) -> Snapshot:
+        d, scene = self.data, self.scene
+        bodies = list(scene.object_bodies.values())
+        return Snapshot(
+            time_s=float(d.time),
+            stamp=self.origin + float(d.time),
+            position=d.qpos[scene.qpos_adr].copy(),
+            velocity=d.qvel[scene.dof_adr].copy(),
+            effort=self._effort.copy(),
+            enabled=self.targets.enabled,
+            qpos=d.qpos.copy(),
+            object_positions=d.xpos[bodies].copy(),
+        )
+
+
+class RealTimeRunner:
+    """Steps `physics` in its own thread so that simulated time follows `clock`.
+
+    It wakes at each step's deadline and runs the steps due; behind by more than `max_lag_s`
+    (the machine stalled it), it skips the excess rather than run faster than real time, and
+    counts it in `skipped_steps` (the snapshot's stamp stays on the clock).
+    """
+
+    def __init__(self, physics: Physics, clock: Clock, max_lag_s: float) -> None:
+        self.physics = physics
+        self.clock = clock
+        self.max_steps = max(1, math.ceil(max_lag_s / physics.timestep_s))
+        self.skipped_steps = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start stepping from now: simulated time continues where it stopped."""
+        if self.running:
+            return
+        self.physics.origin = self.clock() - self.physics.time_s
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="armd-mujoco", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop stepping and wait for the thread to end."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        physics, dt = self.physics, self.physics.timestep_s
+        try:
+            while not self._stop.is_set():
+                behind_s = self.clock() - physics.origin - physics.time_s
+                due = math.floor(behind_s / dt + 1e-9)
+                if due > self.max_steps:
+                    self.skipped_steps += due - self.max_steps
+                    physics.origin += (due - self.max_steps) * dt
+                    due = self.max_steps
+                if due > 0:
+                    physics.step(due)
+                wait_s = physics.origin + physics.time_s + dt - self.clock()
+                if wait_s > 0.0:
+                    self._stop.wait(wait_s)
+        except Exception as exc:  # the thread's boundary: kept for `read()` to raise
+            _log.exception("mujoco: the physics thread stopped")
+            self.error = exc
