@@ -1,17 +1,21 @@
-"""Stepping the scene: the actuators' torque laws at every physics step, the latest state as an
-immutable snapshot, and the real-time thread that steps it against a clock.
+"""Stepping the scene: the actuators' laws, the latest state as an immutable snapshot, and the
+real-time thread that steps it against a clock.
 
-The actuator law, per device, at every step (N·m, rad, rad/s)::
+The actuator law, per device (N·m, rad, rad/s)::
 
     τ = clamp(kp·(p* - q) + kd·(v* - q̇) + τff, ±torque_limit)     enabled
     τ = 0                                                          torque off
 
 A servo has v* = 0 and τff = 0 (its loop damps the measured velocity); an MIT actuator takes both
-from its commands. With torque off, a device's `brake_torque` adds to its joint's friction.
+from its commands. MuJoCo applies it at every step as an affine actuator (`drivers.mujoco.scene`):
+``τ = ctrl - kp·q - kd·q̇``, clamped, with ``ctrl = kp·p* + kd·v* + τff`` set once per command, so
+that stepping runs no Python per step (`mj_step` releases the interpreter lock). With torque off,
+the actuators' gain and bias are zero and a device's `brake_torque` adds to its joint's friction.
 
 Threads: `Physics.step` runs in one thread at a time (the real-time thread, or a test's
 `advance`). Commands arrive as a whole new `Targets` and the state leaves as a whole new
 `Snapshot`: both are replaced by one reference assignment, so readers and writers never lock.
+A batch of steps applies the targets current when it starts.
 """
 
 from __future__ import annotations
@@ -38,12 +42,14 @@ Array = NDArray[np.float64]
 @dataclass(frozen=True, slots=True)
 class Targets:
     """What the actuators follow, per device (`Scene.device_names` order): position p* (rad),
-    velocity v* (rad/s), torque feed-forward τff (N·m), and whether torque is on."""
+    velocity v* (rad/s), torque feed-forward τff (N·m), whether torque is on, and the actuators'
+    control input they make (kp·p* + kd·v* + τff, N·m)."""
 
     position: Array
     velocity: Array
     torque: Array
     enabled: bool
+    ctrl: Array
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,19 +81,19 @@ class Physics:
         devices = [params.devices[name] for name in scene.device_names]
         self._kp = np.array([d.kp for d in devices])
         self._kd = np.array([d.kd for d in devices])
-        self._limit = np.array([d.torque_limit for d in devices])
         self._gravity_ff = np.array([d.torque_feedforward is FeedForward.GRAVITY for d in devices])
         friction = np.array([d.friction for d in devices])
-        self._friction_on = friction
-        self._friction_off = friction + np.array([d.brake_torque for d in devices])
+        self._friction = {True: friction, False: friction + [d.brake_torque for d in devices]}
         self._scratch = mujoco.MjData(scene.model)  # for gravity torques, off the stepping data
         self._gravity_out = np.zeros(scene.model.nv)
         self.data.qpos[scene.qpos_adr] = [d.initial_position for d in devices]
         mujoco.mj_forward(self.model, self.data)
-        self._effort = np.zeros(len(devices))
         self._torque_on: bool | None = None
+        self._applied: Targets | None = None
         zeros = np.zeros(len(devices))
-        self.targets = Targets(self.data.qpos[scene.qpos_adr].copy(), zeros, zeros, False)
+        position = self.data.qpos[scene.qpos_adr].copy()
+        self.targets = Targets(position, zeros, zeros, False, zeros)
+        self._set_torque(False)
         self.snapshot = self._snapshot()
 
     @property
@@ -100,23 +106,14 @@ class Physics:
 
     def step(self, count: int) -> Snapshot:
         """Run `count` physics steps under the current targets; publish and return the state."""
-        m, d, scene = self.model, self.data, self.scene
-        for _ in range(count):
-            targets = self.targets
+        targets = self.targets
+        if targets is not self._applied:
             if targets.enabled is not self._torque_on:
                 self._set_torque(targets.enabled)
-            if targets.enabled:
-                q = d.qpos[scene.qpos_adr]
-                v = d.qvel[scene.dof_adr]
-                tau = (
-                    self._kp * (targets.position - q)
-                    + self._kd * (targets.velocity - v)
-                    + targets.torque
-                )
-                np.clip(tau, -self._limit, self._limit, out=tau)
-                self._effort = tau
-                d.ctrl[scene.actuator_ids] = tau
-            mujoco.mj_step(m, d)
+            self.data.ctrl[self.scene.actuator_ids] = targets.ctrl
+            self._applied = targets
+        if count > 0:
+            mujoco.mj_step(self.model, self.data, count)
         self.snapshot = self._snapshot()
         return self.snapshot
 
@@ -139,16 +136,17 @@ class Physics:
         torque = np.zeros_like(position)
         if enabled and self._gravity_ff.any():
             torque = np.where(self._gravity_ff, self.gravity_torques(position), 0.0)
-        self.targets = Targets(position, velocity, torque, enabled)
+        ctrl = self._kp * position + self._kd * velocity + torque
+        self.targets = Targets(position, velocity, torque, enabled, ctrl)
 
     def _set_torque(self, on: bool) -> None:
+        """Torque on: the actuators' law; off: no force, and the brakes."""
         self._torque_on = on
-        self.model.dof_frictionloss[self.scene.dof_adr] = (
-            self._friction_on if on else self._friction_off
-        )
-        if not on:
-            self.data.ctrl[self.scene.actuator_ids] = 0.0
-            self._effort = np.zeros_like(self._effort)
+        m, ids = self.model, self.scene.actuator_ids
+        m.actuator_gainprm[ids, 0] = 1.0 if on else 0.0
+        m.actuator_biasprm[ids, 1] = -self._kp if on else 0.0
+        m.actuator_biasprm[ids, 2] = -self._kd if on else 0.0
+        m.dof_frictionloss[self.scene.dof_adr] = self._friction[on]
 
     def _snapshot(self) -> Snapshot:
         d, scene = self.data, self.scene
@@ -158,8 +156,8 @@ class Physics:
             stamp=self.origin + float(d.time),
             position=d.qpos[scene.qpos_adr].copy(),
             velocity=d.qvel[scene.dof_adr].copy(),
-            effort=self._effort.copy(),
-            enabled=self.targets.enabled,
+            effort=d.actuator_force[scene.actuator_ids].copy(),
+            enabled=self._torque_on is True,
             qpos=d.qpos.copy(),
             object_positions=d.xpos[bodies].copy(),
         )

@@ -2,8 +2,8 @@
 
 MuJoCo compiles the URDF itself (its inertials, joint axes, origins and limits, which become end
 stops); `build_scene` adds what a URDF does not say or what the params override: the joints'
-damping, friction and armature, one torque actuator per device (the actuator laws run in
-`drivers.mujoco.physics`), the links' collision primitives, the table (a plane at z = 0 in the
+damping, friction and armature, one actuator per device (its law, `drivers.mujoco.physics`, as
+MuJoCo's affine actuator), the links' collision primitives, the table (a plane at z = 0 in the
 root frame), the objects and the physics options (timestep, gravity, an implicit integrator for
 the joints' damping).
 
@@ -176,10 +176,18 @@ def _devices(spec: mujoco.MjSpec, params: MujocoParams, path: Path) -> None:
         joint.damping = [device.damping, 0.0, 0.0]  # linear damping (MuJoCo 4: a polynomial)
         joint.frictionloss = device.friction
         joint.armature = device.armature
+        # The actuator law as MuJoCo's affine actuator, so that no Python runs per step:
+        # τ = ctrl - kp·q - kd·q̇ clamped to ±torque_limit, with ctrl = kp·p* + kd·v* + τff set
+        # per command (`physics.Physics.command`); its velocity term is integrated implicitly.
         actuator = spec.add_actuator(name=name, target=joint_name)
         actuator.trntype = mujoco.mjtTrn.mjTRN_JOINT
-        # A torque motor (gain 1, no bias): `physics` computes and clamps the torque itself.
+        actuator.gaintype = mujoco.mjtGain.mjGAIN_FIXED
+        actuator.biastype = mujoco.mjtBias.mjBIAS_AFFINE
+        actuator.gainprm = [1.0] + [0.0] * 9
+        actuator.biasprm = [0.0, -device.kp, -device.kd] + [0.0] * 7
         actuator.ctrllimited = mujoco.mjtLimited.mjLIMITED_FALSE
+        actuator.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        actuator.forcerange = [-device.torque_limit, device.torque_limit]
 
 
 def _links(spec: mujoco.MjSpec, params: MujocoParams, path: Path) -> None:
