@@ -144,6 +144,8 @@ class MujocoDeviceParams(_Model):
         through the gearbox (a geared servo's dominates its link's): the joint's passive terms.
     brake_torque: N·m a brake (or a gearbox that does not back-drive) holds while torque is off;
         0: the joint is limp.
+    effort_filter_s: s, the time constant of the low-pass filter through which the effort is
+        read (a drive's load measurement); 0: the instantaneous torque.
     """
 
     joint: str | None = Field(None, min_length=1)
@@ -157,6 +159,7 @@ class MujocoDeviceParams(_Model):
     friction: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     armature: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     brake_torque: float = Field(0.0, ge=0.0, allow_inf_nan=False)
+    effort_filter_s: float = Field(0.01, ge=0.0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _feedforward_needs_mit(self) -> Self:

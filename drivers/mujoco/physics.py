@@ -9,8 +9,12 @@ The actuator law, per device (N·m, rad, rad/s)::
 A servo has v* = 0 and τff = 0 (its loop damps the measured velocity); an MIT actuator takes both
 from its commands. MuJoCo applies it at every step as an affine actuator (`drivers.mujoco.scene`):
 ``τ = ctrl - kp·q - kd·q̇``, clamped, with ``ctrl = kp·p* + kd·v* + τff`` set once per command, so
-that stepping runs no Python per step (`mj_step` releases the interpreter lock). With torque off,
-the actuators' gain and bias are zero and a device's `brake_torque` adds to its joint's friction.
+that a step runs in MuJoCo (`mj_step` releases the interpreter lock). With torque off, the
+actuators' gain and bias are zero and a device's `brake_torque` adds to its joint's friction.
+
+The effort a device reports is its torque through a first-order low-pass filter of time constant
+`effort_filter_s`, as a drive measures its load: a servo's setpoint jumps at each command (4 ms
+at 250 Hz) and its torque with it (± kp × the step), a ripple a load reading averages out.
 
 Threads: `Physics.step` runs in one thread at a time (the real-time thread, or a test's
 `advance`). Commands arrive as a whole new `Targets` and the state leaves as a whole new
@@ -81,6 +85,14 @@ class Physics:
         devices = [params.devices[name] for name in scene.device_names]
         self._kp = np.array([d.kp for d in devices])
         self._kd = np.array([d.kd for d in devices])
+        dt = self.timestep_s
+        self._blend = np.array(
+            [
+                1.0 - math.exp(-dt / d.effort_filter_s) if d.effort_filter_s > 0 else 1.0
+                for d in devices
+            ]
+        )
+        self._effort = np.zeros(len(devices))
         self._gravity_ff = np.array([d.torque_feedforward is FeedForward.GRAVITY for d in devices])
         friction = np.array([d.friction for d in devices])
         self._friction = {True: friction, False: friction + [d.brake_torque for d in devices]}
@@ -112,8 +124,11 @@ class Physics:
                 self._set_torque(targets.enabled)
             self.data.ctrl[self.scene.actuator_ids] = targets.ctrl
             self._applied = targets
-        if count > 0:
-            mujoco.mj_step(self.model, self.data, count)
+        force, effort, blend = self.data.actuator_force, self._effort, self._blend
+        ids = self.scene.actuator_ids
+        for _ in range(count):
+            mujoco.mj_step(self.model, self.data)
+            effort += blend * (force[ids] - effort)
         self.snapshot = self._snapshot()
         return self.snapshot
 
@@ -147,6 +162,8 @@ class Physics:
         m.actuator_biasprm[ids, 1] = -self._kp if on else 0.0
         m.actuator_biasprm[ids, 2] = -self._kd if on else 0.0
         m.dof_frictionloss[self.scene.dof_adr] = self._friction[on]
+        if not on:
+            self._effort[:] = 0.0
 
     def _snapshot(self) -> Snapshot:
         d, scene = self.data, self.scene
@@ -156,7 +173,7 @@ class Physics:
             stamp=self.origin + float(d.time),
             position=d.qpos[scene.qpos_adr].copy(),
             velocity=d.qvel[scene.dof_adr].copy(),
-            effort=d.actuator_force[scene.actuator_ids].copy(),
+            effort=self._effort.copy(),
             enabled=self._torque_on is True,
             qpos=d.qpos.copy(),
             object_positions=d.xpos[bodies].copy(),
