@@ -65,6 +65,12 @@ class MujocoDriver(Driver):
         return self.scene.device_names
 
     @property
+    def stepping(self) -> bool:
+        """Whether the real-time thread is stepping the physics (open, and not stopped by an
+        error, which `read()` and `write()` then raise)."""
+        return self._runner is not None and self._runner.running
+
+    @property
     def skipped_steps(self) -> int:
         """Physics steps skipped because the real-time thread fell more than `max_lag_s` behind."""
         return 0 if self._runner is None else self._runner.skipped_steps

@@ -9,6 +9,8 @@ import asyncio
 
 import pytest
 
+from drivers.base import DeviceCommand
+from drivers.errors import DriverIOError
 from drivers.sim.driver import ManualClock
 
 pytest.importorskip("mujoco", reason="the mujoco driver needs MuJoCo: pip install -e '.[physics]'")
@@ -30,7 +32,9 @@ async def _until_simulated(d: MujocoDriver, time_s: float) -> None:
 async def test_the_thread_follows_the_clock_and_skips_a_stall() -> None:
     clock = ManualClock(now=100.0)
     d = MujocoDriver(MujocoDriver.Params.model_validate(params("so101_physics.yaml")), clock=clock)
+    assert not d.stepping
     async with d:
+        assert d.stepping
         clock.advance(0.02)
         await _until_simulated(d, 0.02)
         state = (await d.read())["elbow_flex"]
@@ -47,3 +51,36 @@ async def test_the_thread_follows_the_clock_and_skips_a_stall() -> None:
         clock.advance(0.01)
         await _until_simulated(d, 0.08)
         assert (await d.read())["elbow_flex"].timestamp == pytest.approx(106.03, abs=1e-9)
+
+
+class _BrokenClock(ManualClock):
+    """A clock that raises once `broken` is set, as anything in the physics thread might."""
+
+    broken: bool = False
+
+    def __call__(self) -> float:
+        if self.broken:
+            raise RuntimeError("clock gone")
+        return self.now
+
+
+async def test_a_physics_thread_that_dies_fails_the_driver_like_a_lost_bus(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = _BrokenClock()
+    d = MujocoDriver(MujocoDriver.Params.model_validate(params("so101_physics.yaml")), clock=clock)
+    loop = asyncio.get_running_loop()
+    async with d:
+        await d.enable()
+        clock.broken = True
+        deadline = loop.time() + DEADLINE_S
+        while d.stepping:
+            assert loop.time() < deadline, "the physics thread did not stop"
+            await asyncio.sleep(0.001)
+        with pytest.raises(
+            DriverIOError, match="cannot read: the physics thread stopped: clock gone"
+        ):
+            await d.read()
+        with pytest.raises(DriverIOError, match="cannot write: the physics thread stopped"):
+            await d.write({"elbow_flex": DeviceCommand(0.0)})
+    assert "mujoco: the physics thread stopped" in caplog.text
