@@ -54,7 +54,6 @@ class Scene:
 
     Per device, in `device_names` order: `qpos_adr` and `dof_adr` (indices into qpos / qvel),
     `actuator_ids`, `is_mit` (MIT law, else servo). `object_bodies`: body id by object name.
-    `arm_dofs`: the dof indices of the URDF's joints (not the objects' free joints).
     """
 
     model: mujoco.MjModel
@@ -64,7 +63,6 @@ class Scene:
     actuator_ids: IntArray
     is_mit: NDArray[np.bool_]
     object_bodies: dict[str, int]
-    arm_dofs: IntArray
 
 
 def build_scene(params: MujocoParams) -> Scene:
@@ -76,7 +74,6 @@ def build_scene(params: MujocoParams) -> Scene:
         spec = mujoco.MjSpec.from_string(text)
     except ValueError as exc:
         raise DriverConfigError(_mujoco_error(path, text, exc)) from exc
-    urdf_joints = {j.name for j in spec.joints}
     _options(spec, params)
     _devices(spec, params, path)
     _links(spec, params, path)
@@ -88,7 +85,6 @@ def build_scene(params: MujocoParams) -> Scene:
         raise DriverConfigError(_mujoco_error(path, text, exc)) from exc
     names = tuple(params.devices)
     joints = [model.joint(params.joint_of(name)) for name in names]
-    arm = [int(model.jnt_dofadr[model.joint(j).id]) for j in sorted(urdf_joints)]
     return Scene(
         model=model,
         device_names=names,
@@ -97,7 +93,6 @@ def build_scene(params: MujocoParams) -> Scene:
         actuator_ids=np.array([model.actuator(name).id for name in names], dtype=np.intp),
         is_mit=np.array([params.devices[n].actuator is ActuatorKind.MIT for n in names]),
         object_bodies={o.name: model.body(_object_body(o)).id for o in params.objects},
-        arm_dofs=np.array(sorted(arm), dtype=np.intp),
     )
 
 
