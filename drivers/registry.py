@@ -15,8 +15,8 @@ DRIVERS: dict[str, str] = {
     "odrive": "drivers.odrive.driver:ODriveDriver",
     "dynamixel": "drivers.dynamixel.driver:DynamixelDriver",
     "feetech": "drivers.feetech.driver:FeetechDriver",
-    "mit": "drivers.mit.driver:MitDriver",
     "mujoco": "drivers.mujoco.driver:MujocoDriver",
+    "mit": "drivers.mit.driver:MitDriver",
 }
 
 

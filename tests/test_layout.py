@@ -46,15 +46,3 @@ def test_kinematics_imports_only_numpy_numba_and_the_standard_library() -> None:
     for path in (ROOT / "kinematics").rglob("*.py"):
         extra |= imported_top_level_names(path) - allowed
     assert extra == set()
-
-
-def test_only_the_mujoco_driver_imports_mujoco() -> None:
-    """MuJoCo is an optional extra (`physics`): nothing else may need it to import."""
-    importers = {
-        str(path.relative_to(ROOT))
-        for package in PACKAGES
-        for path in (ROOT / package).rglob("*.py")
-        if "mujoco" in imported_top_level_names(path)
-    }
-    assert importers
-    assert {path for path in importers if not path.startswith("drivers/mujoco/")} == set()
