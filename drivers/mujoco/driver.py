@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
+from pydantic import model_validator
 
 from drivers.base import Clock, DeviceCommand, DeviceState, Driver, DriverParams
 from drivers.errors import DriverConfigError, DriverIOError, DriverStateError
@@ -33,14 +34,28 @@ from drivers.mujoco.params import MujocoParams
 from drivers.mujoco.physics import Physics, RealTimeRunner, Snapshot
 from drivers.mujoco.scene import Scene, build_scene
 
-__all__ = ["MujocoDriver"]
+__all__ = ["MujocoDriver", "MujocoDriverParams"]
+
+
+class MujocoDriverParams(MujocoParams):
+    """`MujocoParams` whose model is built once when they are validated, so that a URDF element,
+    link or joint at fault is named when the config is read (``armd check``), not when the
+    daemon starts."""
+
+    @model_validator(mode="after")
+    def _builds(self) -> Self:
+        try:
+            build_scene(self)
+        except DriverConfigError as exc:
+            raise ValueError(str(exc).removeprefix("mujoco: ")) from None
+        return self
 
 
 class MujocoDriver(Driver):
     """A physics-simulated arm. The scene lives as long as the driver: closing and reopening it
     finds the arm and the objects where they were (simulated time pauses while closed)."""
 
-    Params: ClassVar[type[MujocoParams]] = MujocoParams
+    Params: ClassVar[type[MujocoParams]] = MujocoDriverParams
     params: MujocoParams
 
     def __init__(

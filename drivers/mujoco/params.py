@@ -222,19 +222,6 @@ class MujocoParams(DriverParams):
             raise ValueError(f"objects named more than once: {twice}")
         return self
 
-    @model_validator(mode="after")
-    def _builds(self) -> Self:
-        """The model compiles (checked with the config: a URDF element, link or joint at fault
-        is named when the file is read, not when the daemon starts)."""
-        from drivers.errors import DriverConfigError  # noqa: PLC0415
-        from drivers.mujoco.scene import build_scene  # noqa: PLC0415  (imports mujoco)
-
-        try:
-            build_scene(self)
-        except DriverConfigError as exc:
-            raise ValueError(str(exc).removeprefix("mujoco: ")) from None
-        return self
-
     def joint_of(self, device: str) -> str:
         """The URDF joint `device` drives."""
         return self.devices[device].joint or device

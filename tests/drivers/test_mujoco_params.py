@@ -14,7 +14,7 @@ from drivers.sim.driver import SimDriver
 
 pytest.importorskip("mujoco", reason="the mujoco driver needs MuJoCo: pip install -e '.[physics]'")
 
-from drivers.mujoco.driver import MujocoDriver
+from drivers.mujoco.driver import MujocoDriver, MujocoDriverParams
 from drivers.mujoco.params import MujocoParams
 from tests.drivers.mujoco_scenes import ROOT, params
 
@@ -22,8 +22,10 @@ SO101 = "so101_physics.yaml"
 
 
 def _error(raw: dict[str, Any]) -> str:
+    """The error of `raw` as the config loader reports it: the driver's `Params`, which build
+    the model."""
     with pytest.raises(ValidationError) as raised:
-        MujocoParams.model_validate(raw)
+        MujocoDriver.Params.model_validate(raw)
     return str(raised.value)
 
 
@@ -34,8 +36,16 @@ def _with_device(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_shipped_configs_params_are_valid() -> None:
+    assert MujocoDriver.Params is MujocoDriverParams
     for name in (SO101, "ur5_physics.yaml"):
-        assert MujocoParams.model_validate(params(name)).devices
+        assert MujocoDriver.Params.model_validate(params(name)).devices
+
+
+def test_the_params_alone_check_their_shape_and_the_driver_builds_the_model() -> None:
+    raw = params(SO101, links={"hand": [{"type": "sphere", "center": [0, 0, 0], "radius": 0.01}]})
+    shaped = MujocoParams.model_validate(raw)  # no link named: not the params' own concern
+    with pytest.raises(DriverConfigError, match="has no link 'hand'"):
+        MujocoDriver(shaped)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +121,7 @@ def test_a_urdf_with_meshes_builds_without_them(tmp_path: Path) -> None:
     )
     path = tmp_path / "meshes.urdf"
     path.write_text(urdf.replace('<link name="base_link">', f'<link name="base_link">{mesh}'))
-    driver = MujocoDriver(MujocoParams.model_validate(params(SO101, urdf=str(path))))
+    driver = MujocoDriver(MujocoDriver.Params.model_validate(params(SO101, urdf=str(path))))
     assert driver.scene.model.nmesh == 0
     assert driver.device_names[0] == "shoulder_pan"
 
