@@ -57,6 +57,8 @@ class MujocoDriver(Driver):
 
     Params: ClassVar[type[MujocoParams]] = MujocoDriverParams
     params: MujocoParams
+    torque_feedforward: ClassVar[bool] = True
+    """The MIT devices apply a command's torque feed-forward (`FeedForward.COMMAND`)."""
 
     def __init__(
         self, params: DriverParams, *, clock: Clock = time.monotonic, realtime: bool = True
@@ -125,12 +127,13 @@ class MujocoDriver(Driver):
 
     async def _enable(self) -> None:
         self._check_runner("enable")
-        snapshot = self.physics.snapshot
-        self.physics.command(snapshot.position.copy(), np.zeros_like(snapshot.position), True)
+        position = self.physics.snapshot.position.copy()
+        zeros = np.zeros_like(position)
+        self.physics.command(position, zeros, zeros, True)
 
     async def _disable(self) -> None:
         targets = self.physics.targets
-        self.physics.command(targets.position, targets.velocity, False)
+        self.physics.command(targets.position, targets.velocity, targets.torque, False)
 
     async def _close(self) -> None:
         if self._runner is not None:
@@ -159,10 +162,14 @@ class MujocoDriver(Driver):
         self._check_runner("write")
         targets = self.physics.targets
         position, velocity = targets.position.copy(), targets.velocity.copy()
+        torque = targets.torque.copy()
         for name, command in commands.items():
             i = self._index[name]
             position[i], velocity[i] = command.position, command.velocity
-        self.physics.command(position, velocity, True)
+            # The daemon's torque feed-forward, where its commands carry one (gravity
+            # compensation); 0 until they do.
+            torque[i] = getattr(command, "torque", 0.0)
+        self.physics.command(position, velocity, torque, True)
 
     def _check_runner(self, action: str) -> None:
         """A physics thread that died makes the driver fail like a bus that went away."""

@@ -50,13 +50,14 @@ class ActuatorKind(enum.StrEnum):
 class FeedForward(enum.StrEnum):
     """Where an MIT actuator's torque feed-forward τff comes from.
 
-    none: 0, as the `mit` driver sends today.
+    command: the command's (`DeviceCommand.torque`, N·m, where the daemon sends one: its gravity
+        compensation), else 0, as the `mit` driver sends without gravity compensation.
     gravity: the gravity torque of the arm (its URDF links, no payload) at the commanded
-        positions, computed at each `write()`: what the daemon would send once a command carries
-        a torque feed-forward.
+        positions, computed by the driver at each `write()`, standing in for the daemon's; the
+        command's torque is ignored.
     """
 
-    NONE = "none"
+    COMMAND = "command"
     GRAVITY = "gravity"
 
 
@@ -153,7 +154,7 @@ class MujocoDeviceParams(_Model):
     kp: float = Field(gt=0.0, allow_inf_nan=False)
     kd: float = Field(ge=0.0, allow_inf_nan=False)
     torque_limit: float = Field(gt=0.0, allow_inf_nan=False)
-    torque_feedforward: FeedForward = FeedForward.NONE
+    torque_feedforward: FeedForward = FeedForward.COMMAND
     initial_position: float = Field(0.0, allow_inf_nan=False)
     damping: float = Field(0.0, ge=0.0, allow_inf_nan=False)
     friction: float = Field(0.0, ge=0.0, allow_inf_nan=False)
@@ -163,7 +164,7 @@ class MujocoDeviceParams(_Model):
 
     @model_validator(mode="after")
     def _feedforward_needs_mit(self) -> Self:
-        if self.actuator is ActuatorKind.SERVO and self.torque_feedforward is not FeedForward.NONE:
+        if self.actuator is ActuatorKind.SERVO and self.torque_feedforward is FeedForward.GRAVITY:
             raise ValueError(
                 f"torque_feedforward {self.torque_feedforward.value!r}: a servo takes no torque "
                 "feed-forward; only actuator 'mit' does"

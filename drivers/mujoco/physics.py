@@ -144,13 +144,15 @@ class Physics:
         mujoco.mj_rne(self.model, scratch, 0, self._gravity_out)  # q̇ = 0: gravity alone
         return self._gravity_out[scene.dof_adr].copy()
 
-    def command(self, position: Array, velocity: Array, enabled: bool) -> None:
-        """Replace the targets (rad, rad/s per device; servos ignore the velocity). MIT devices
-        with a gravity feed-forward get g(q) at the commanded positions."""
-        velocity = np.where(self.scene.is_mit, velocity, 0.0)
-        torque = np.zeros_like(position)
+    def command(self, position: Array, velocity: Array, torque: Array, enabled: bool) -> None:
+        """Replace the targets: position, velocity and torque feed-forward per device (rad,
+        rad/s, N·m). Servos ignore the velocity and the torque; MIT devices whose feed-forward is
+        `gravity` get g(q) at the commanded positions instead of `torque`."""
+        mit = self.scene.is_mit
+        velocity = np.where(mit, velocity, 0.0)
+        torque = np.where(mit, torque, 0.0)
         if enabled and self._gravity_ff.any():
-            torque = np.where(self._gravity_ff, self.gravity_torques(position), 0.0)
+            torque = np.where(self._gravity_ff, self.gravity_torques(position), torque)
         ctrl = self._kp * position + self._kd * velocity + torque
         self.targets = Targets(position, velocity, torque, enabled, ctrl)
 

@@ -11,6 +11,7 @@ at p* - q = (g(q) + friction) / kp; following a ramp at ω, a servo lags
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from drivers.base import DeviceCommand
@@ -140,7 +141,7 @@ async def test_a_servo_lags_a_ramp_by_kd_omega_over_kp_more_than_an_mit_actuator
     lags: dict[str, float] = {}
     for kind in ("mit", "servo"):
         raw = params(UR5)
-        wrist = dict(raw["devices"]["wrist3"], actuator=kind, torque_feedforward="none")
+        wrist = dict(raw["devices"]["wrist3"], actuator=kind, torque_feedforward="command")
         raw["devices"] = dict(raw["devices"], wrist3=wrist)
         d = driver(raw)
         async with d:
@@ -195,3 +196,29 @@ async def test_advance_is_refused_while_a_thread_steps_the_physics() -> None:
     d = MujocoDriver(MujocoDriver.Params.model_validate(params(SO101)))
     with pytest.raises(DriverStateError, match="real-time thread"):
         d.advance(0.1)
+
+
+async def test_an_mit_actuator_applies_the_torque_feed_forward_it_is_given() -> None:
+    """The UR5's MIT actuators with `command` feed-forward: given τff = 0 they sag by g / kp;
+    given τff = g(q*), as the daemon's gravity compensation would send, they hold q*."""
+    raw = params(UR5)
+    raw["devices"] = {n: dict(s, torque_feedforward="command") for n, s in raw["devices"].items()}
+    d = driver(raw)
+    async with d:
+        await d.enable()
+        physics = d.physics
+        held = physics.snapshot.position.copy()
+        zeros = np.zeros_like(held)
+        physics.command(held, zeros, zeros, True)
+        d.advance(2.0)
+        sagged = physics.snapshot.position.copy()
+        at_rest, gravity = physics.gravity_torques(sagged), physics.gravity_torques(held)
+        physics.command(held, zeros, gravity, True)
+        d.advance(2.0)
+        compensated = physics.snapshot.position.copy()
+    kp = np.array([d.params.devices[n].kp for n in d.device_names])
+    friction = np.array([d.params.devices[n].friction for n in d.device_names])
+    shoulder = d.device_names.index("shoulder")
+    assert abs(gravity[shoulder]) > 10.0  # N·m: the shoulder holds the arm up at home
+    assert np.allclose(held - sagged, at_rest / kp, atol=friction / kp + 1e-6)  # kp·error = g
+    assert np.allclose(compensated, held, atol=friction / kp + 1e-6)
