@@ -67,6 +67,10 @@ dashboard:
 run: kernels dashboard
 	@scripts/ensure-mosquitto.sh --websockets $(MQTT_HOST) $(MQTT_PORT) $(WS_PORT) $(CURDIR)/$(DIST)
 	@if [ -f $(DIST)/index.html ]; then echo "dashboard: http://127.0.0.1:$(WS_PORT)/ (or: $(BIN)/armd dashboard)"; fi
+	@# A config on the physics-simulated arm needs the `physics` extra (MuJoCo).
+	@if grep -Eq '^\s*type:\s*mujoco\b' $(CONFIG) && ! $(BIN)/python -c 'import mujoco' 2>/dev/null; then \
+		echo "installing the physics extra (MuJoCo) for $(CONFIG)"; \
+		$(BIN)/python -m pip install --quiet -e '.[physics]'; fi
 	$(BIN)/armd run --config $(CONFIG)
 
 lint: $(TEST_STAMP)

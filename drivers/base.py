@@ -81,7 +81,8 @@ class DeviceState:
     effort: the device's measured effort, when it reports one, else None. Its meaning is the
         driver's: for Feetech servos (`feetech`), the signed load as a fraction of the stall
         torque (Present_Load; -1..1, bounded by the configured torque limit); for MIT-mode
-        actuators (`mit`), the torque the actuator reports, N·m at the motor shaft.
+        actuators (`mit`), the torque the actuator reports, N·m at the motor shaft; for the
+        physics-simulated arm (`mujoco`), the torque its actuator applies, N·m at the joint.
     """
 
     position: float

@@ -15,6 +15,7 @@ DRIVERS: dict[str, str] = {
     "odrive": "drivers.odrive.driver:ODriveDriver",
     "dynamixel": "drivers.dynamixel.driver:DynamixelDriver",
     "feetech": "drivers.feetech.driver:FeetechDriver",
+    "mujoco": "drivers.mujoco.driver:MujocoDriver",
     "mit": "drivers.mit.driver:MitDriver",
     "cia402": "drivers.cia402.driver:CiA402Driver",
 }
