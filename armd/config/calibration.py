@@ -136,14 +136,18 @@ def position_units(tree: KinematicTree) -> dict[str, str]:
 
 
 def joint_calibration(
-    transmission: Transmission, motor_min: float, motor_max: float, motor_reference: float
+    transmission: Transmission,
+    motor_min: float,
+    motor_max: float,
+    motor_reference: float,
+    reference: float = 0.0,
 ) -> tuple[float, tuple[float, float]]:
-    """The offset (joint units) at which the motor reading `motor_reference` (the reference pose,
-    the model's zero) reads 0, and the range [min, max] in joint units, after that offset, of the
-    motor readings `motor_min` to `motor_max` (motor units), through the transmission's sign and
-    gear ratio (``joint = motor / (sign × gear_ratio) + offset``)."""
+    """The offset (joint units) at which the motor reading `motor_reference` (the reference pose)
+    reads `reference` (the model's zero by default), and the range [min, max] in joint units,
+    after that offset, of the motor readings `motor_min` to `motor_max` (motor units), through the
+    transmission's sign and gear ratio (``joint = motor / (sign × gear_ratio) + offset``)."""
     scale = transmission.scale
-    offset = -motor_reference / scale
+    offset = reference - motor_reference / scale
     low, high = sorted((motor_min / scale + offset, motor_max / scale + offset))
     return offset, (low, high)
 

@@ -6,14 +6,16 @@ will move and waits for Enter, then opens and enables every driver of the config
 joints' torque limits lowered), searches each joint's end stops in turn while a refreshing line
 shows it (with a warning for an end of travel that is the end of its servo's range instead), and
 disables the drives. It returns each joint's `Readings` with the **middle of its
-range as the reference** (the model's zero, as LeRobot's calibration and the SO-101 model put
-it). Ctrl-C (KeyboardInterrupt, which cancels the task) or a failure closes every driver, which
-disables it, on the way out; nothing is written by this module.
+range as the reference**, reading the middle of the joint's limits in the model (its zero
+where the model centres the range on it, as LeRobot's calibration and the SO-101 model do for
+every joint but the gripper). Ctrl-C (KeyboardInterrupt, which cancels the task) or a failure
+closes every driver, which disables it, on the way out; nothing is written by this module.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TextIO
@@ -64,9 +66,22 @@ async def record_auto(
             for range_end in travel.range_ends:
                 _say(out, f"  warning: {range_end}")
     return {
-        joint: Readings(motor_min=low, motor_max=high, motor_reference=(low + high) / 2.0)
+        joint: Readings(
+            motor_min=low,
+            motor_max=high,
+            motor_reference=(low + high) / 2.0,
+            reference=_model_middle(setup, joint),
+        )
         for joint, (low, high) in stops.items()
     }
+
+
+def _model_middle(setup: ArmSetup, joint: str) -> float:
+    """Where the middle of a joint's travel lies in the model: the middle of its limits (0 for a
+    joint whose limits are centred on its zero, or that has none)."""
+    limit = setup.tree.limits[joint]
+    middle = (limit.lower + limit.upper) / 2.0
+    return middle if math.isfinite(middle) else 0.0
 
 
 def _plan(

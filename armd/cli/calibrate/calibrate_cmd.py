@@ -213,8 +213,10 @@ async def _guided(
         outside: list[str] = []
         for joint, r in readings.items():
             t = setup.joints[joint]
-            offset, (low, high) = joint_calibration(t, r.motor_min, r.motor_max, r.motor_reference)
-            if not low - REFERENCE_TOLERANCE <= 0.0 <= high + REFERENCE_TOLERANCE:
+            offset, (low, high) = joint_calibration(
+                t, r.motor_min, r.motor_max, r.motor_reference, r.reference
+            )
+            if not low - REFERENCE_TOLERANCE <= r.reference <= high + REFERENCE_TOLERANCE:
                 outside.append(f"{joint} [{low:+.4f}, {high:+.4f}]")
             entries[joint] = JointCalibration(
                 offset=offset,

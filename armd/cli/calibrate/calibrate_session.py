@@ -72,11 +72,14 @@ class Keyboard:
 
 @dataclass(frozen=True, slots=True)
 class Readings:
-    """One joint's motor readings (motor units): the extremes moved through, and the reference."""
+    """One joint's motor readings (motor units): the extremes moved through, and the reference;
+    `reference` is what the reference reads after calibration (joint units: 0, the model's zero,
+    for a reference pose held by hand)."""
 
     motor_min: float
     motor_max: float
     motor_reference: float
+    reference: float = 0.0
 
 
 class _Arm:
