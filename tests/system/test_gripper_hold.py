@@ -2,22 +2,24 @@
 gripper (open at 0, closed at 1) whose simulated device's end stop at 0.5 is the object between
 the fingers. The gripper closes on it and holds it through joints, pose and trajectory goals, a
 stream, the e-stop and its reset, each of which succeeds; a named pose that names the gripper
-opens it; after closing again, the open goal lets go."""
+opens it; closed again and opened from the command line (`armd goal gripper`)."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.system.helpers import Rig
-from tests.system.probe import MqttProbe, at_rest, contract_violations, joint_positions
+from tests.system.helpers import Rig, armd_command
+from tests.system.probe import WAIT_S, MqttProbe, at_rest, contract_violations, joint_positions
 
 GRIP = 0.2  # the close goals' effort: of max_effort 1, in the simulated device's effort
 OBJECT = 0.5  # the end stop: where the gripper meets the object
+HELD = r"held: wrist_3_joint effort 0\.\d+ at 0\.5\d*"
 OVERRIDES = {
     "gripper": {"joint": "wrist_3_joint", "open": 0.0, "closed": 1.0},
     "drivers": {
@@ -26,6 +28,12 @@ OVERRIDES = {
         }
     },
 }
+
+
+def armd(*args: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        armd_command(*args), capture_output=True, text=True, timeout=2 * WAIT_S, check=False
+    )
 
 
 def succeeds(probe: MqttProbe, goal: dict[str, Any]) -> dict[str, Any]:
@@ -48,14 +56,15 @@ def assert_holds(probe: MqttProbe) -> None:
 
 def close(probe: MqttProbe, goal_id: str) -> None:
     final = succeeds(probe, {"id": goal_id, "type": "gripper", "position": "close", "effort": GRIP})
-    assert re.fullmatch(r"held: wrist_3_joint effort 0\.\d+ at 0\.5\d*", final["reason"]), final
+    assert re.fullmatch(HELD, final["reason"]), final
     assert_holds(probe)
 
 
 def test_a_held_object_stays_held_through_goals_streams_and_the_estop(
     start_arm: Callable[..., Rig],
 ) -> None:
-    probe = start_arm(overrides=OVERRIDES).probe
+    rig = start_arm(overrides=OVERRIDES)
+    probe, config = rig.probe, rig.config
     close(probe, "pick")
 
     succeeds(probe, {"id": "move", "type": "joints", "positions": {"elbow_joint": 1.0}})
@@ -97,8 +106,15 @@ def test_a_held_object_stays_held_through_goals_streams_and_the_estop(
     assert gripper(released)["position"] == pytest.approx(0.0, abs=0.005)
     assert abs(gripper(released)["effort"]) < GRIP / 2
 
-    close(probe, "pick-again")
-    succeeds(probe, {"id": "open", "type": "gripper", "position": "open"})
+    # Again from the command line: `armd goal gripper`.
+    closed = armd(
+        "goal", "--config", config, "--id", "cli-close", "gripper", "close", "--effort", f"{GRIP}"
+    )
+    assert closed.returncode == 0, closed
+    assert re.fullmatch(HELD, json.loads(closed.stdout.splitlines()[-1])["reason"]), closed
+    assert_holds(probe)
+    opened_by_cli = armd("goal", "--config", config, "--id", "cli-open", "gripper", "open")
+    assert opened_by_cli.returncode == 0, opened_by_cli
     opened = probe.wait_state(at_rest, what="the arm at rest")
     assert gripper(opened)["position"] == pytest.approx(0.0, abs=0.005)
     assert abs(gripper(opened)["effort"]) < GRIP / 2
