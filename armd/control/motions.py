@@ -228,8 +228,8 @@ class Motions:
         active = self.active
         stream = active.stream if active is not None else None
         if stream is not None and stream.session == target.session:
-            self._keep_grip(target, commanded)
-            stream.take(target, tick)
+            if stream.take(target, tick):
+                self._keep_grip(target, commanded)
             return None
         if target.session <= self._newest_session:
             return None

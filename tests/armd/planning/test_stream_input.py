@@ -34,6 +34,7 @@ from armd.planning.stream_input import REJECTIONS_BURST, StreamInput, StreamSett
 from kinematics.ik import IKOptions
 from tests.armd.api.test_mqtt import Daemon, probe, running, settings_for, wait_until
 from tests.armd.rig import PERIOD, Rig, assert_within_limits, make_rig
+from tests.armd.rig import ur5 as make_tree
 from tests.broker import MosquittoBroker
 
 JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
@@ -285,6 +286,26 @@ async def test_twists_move_the_tool_and_slow_down_near_a_singularity() -> None:
     assert 0.0 < s.cartesian.last_scale <= 0.5 + 1e-9
     s.cartesian.upper = upper
     assert math.isfinite(float(np.sum(q)))
+
+
+def test_a_joint_a_stream_may_not_move_keeps_still_and_the_others_follow_the_twist() -> None:
+    """A gripper joint (or a fixed one) on the tool's chain: its column is left out, of the twist
+    and of the singularity measure (which, over all six columns, would stop every twist)."""
+    tree = make_tree()
+    limits = tree.limits
+    movable = np.array([True] * 5 + [False])  # wrist_3_joint held, as the daemon holds a gripper
+    cartesian = CartesianStream(
+        tree, IKOptions(), movable, np.array(limits.lower), np.array(limits.upper)
+    )
+    velocity = cartesian.twist(StreamTwist("t", 0, (0.0, 0.0, 0.05), (0, 0, 0)), Q0, "tool0")
+    assert velocity[5] == 0.0
+    assert cartesian.last_scale > 0.5
+    tool = tree.jacobian(Q0, "tool0") @ velocity
+    assert tool[2] > 0.5 * 0.05 * cartesian.last_scale  # up, as asked (least squares: 5 joints)
+    target = tree.fk(Q0, "tool0").translation + np.array([0.01, 0.0, 0.0])
+    solved = cartesian.pose(StreamPose("p", 0, tuple(target), None, "tool0"), Q0)  # type: ignore[arg-type]
+    assert solved[5] == Q0[5]
+    np.testing.assert_allclose(tree.fk(solved, "tool0").translation, target, atol=1e-4)
 
 
 async def test_an_estopped_arm_refuses_new_streams_rate_limited() -> None:
