@@ -75,9 +75,9 @@ async def run_goal(rig: Rig, pipeline: GoalPipeline, goal: Goal) -> StatusUpdate
     return final
 
 
-def assert_holds(rig: Rig, command: float) -> None:
+def assert_holds(rig: Rig, command: float, *, fault: str | None = None) -> None:
     """Still commanded where it closed on the object, on it, pushing at least at the grip (the
-    command is where the effort reached the grip), no fault."""
+    command is where the effort reached the grip); the fault latched (code), if any."""
     commanded, measured = rig.loop.commanded, rig.loop.measured
     assert commanded is not None
     assert measured is not None
@@ -86,7 +86,7 @@ def assert_holds(rig: Rig, command: float) -> None:
     assert measured.position[GRIP_JOINT] == pytest.approx(OBJECT, abs=0.01)
     assert abs(measured.effort[GRIP_JOINT]) >= GRIP_EFFORT
     assert rig.loop.motions.held is not None
-    assert rig.loop.fault is None
+    assert (rig.loop.fault.code if rig.loop.fault else None) == fault
 
 
 def assert_released(rig: Rig) -> None:
@@ -211,6 +211,30 @@ async def test_the_estop_and_its_reset_keep_the_grip_where_it_held() -> None:
     await rig.run(int(0.5 / PERIOD))
     assert_holds(rig, command)
     await run_goal(rig, pipeline, JointsGoal("again", {"elbow_joint": 1.0}))
+    assert_holds(rig, command)
+
+
+async def test_a_fault_of_another_joint_and_its_reset_keep_the_grip() -> None:
+    """The elbow jams (its following error faults): the arm stops, the gripper keeps holding; once
+    the jam is gone, the reset restarts the arm with the gripper where it holds."""
+    rig, pipeline, command = await holding()
+    elbow = measured(rig)[ELBOW]
+    jam = elbow + 0.1
+    rig.driver.motor("m2").faults.block_at = -(jam - 0.2)  # m2 = -(elbow - 0.2), the rig's
+    pipeline.submit(JointsGoal("jammed", {"elbow_joint": elbow + 0.5}, speed=0.3))
+    await rig.run_until(lambda: rig.loop.fault is not None)
+    assert rig.loop.fault is not None
+    assert (rig.loop.fault.code, rig.loop.fault.joint) == ("following_error", "elbow_joint")
+    assert rig.final("jammed").status == GoalStatus.ABORTED  # type: ignore[union-attr]
+    await rig.run_until(lambda: not rig.loop.busy)
+    await rig.run(int(0.5 / PERIOD))
+    assert_holds(rig, command, fault="following_error")
+    rig.driver.motor("m2").faults.block_at = None
+    rig.loop.handle(Reset())
+    await rig.run_until(lambda: rig.loop.mode == Mode.HOLDING)
+    await rig.run(int(0.5 / PERIOD))
+    assert_holds(rig, command)
+    await run_goal(rig, pipeline, JointsGoal("after", {"elbow_joint": elbow + 0.3}))
     assert_holds(rig, command)
 
 
