@@ -6,6 +6,7 @@ user runs them, on a real Mosquitto with a test client in the daemon's place."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import subprocess
@@ -24,6 +25,7 @@ from armd.cli.client.watch_view import View, plain_state
 from armd.cli.common import UsageError
 from armd.cli.main import build_parser, main
 from armd.config.load import ArmSetup, load_config
+from armd.config.schema import GripperConfig
 from armd.link.messages import GripperGoal, TrajectoryGoal
 from tests.broker import MosquittoBroker
 from tests.system.helpers import write_config
@@ -84,6 +86,19 @@ def test_distance_to_a_joints_goal_is_the_largest_joint_distance(setup: ArmSetup
     payload = {"type": "joints", "positions": {"elbow_joint": 1.0, "wrist_1_joint": -1.0}}
     left = distance_to_target(payload, state([0, 0, 0.5, -0.8, 0, 0]), setup)
     assert left == "0.5000 rad to go (largest joint)"
+
+
+def test_distance_to_a_gripper_goal_is_the_grippers(setup: ArmSetup) -> None:
+    with_gripper = dataclasses.replace(
+        setup,
+        config=setup.config.model_copy(
+            update={"gripper": GripperConfig(joint="wrist_3_joint", open=0.0, closed=1.0)}
+        ),
+    )
+    payload = {"type": "gripper", "position": 0.0}  # closed: wrist_3_joint at 1.0
+    left = distance_to_target(payload, state([0, 0, 0, 0, 0, 0.25]), with_gripper)
+    assert left == "0.7500 rad to go (gripper)"
+    assert distance_to_target(payload, state([0] * 6), setup) is None  # no gripper configured
 
 
 def test_distance_to_a_pose_goal_is_the_tcps(setup: ArmSetup) -> None:
