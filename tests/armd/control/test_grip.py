@@ -124,6 +124,13 @@ def _pose(rig: Rig) -> Goal:
     return PoseGoal("next", (float(tcp[0]), float(tcp[1]), float(tcp[2])))
 
 
+def _pose_of_a_link_the_gripper_does_not_move(rig: Rig) -> Goal:
+    """As a real gripper joint, off the tool's chain: IK leaves it at its seed, which must be its
+    commanded position (the measured one, on the object's surface, would let go)."""
+    link = rig.tree.fk(measured(rig), "wrist_1_link").translation + np.array([0.0, 0.03, -0.03])
+    return PoseGoal("next", (float(link[0]), float(link[1]), float(link[2])), link="wrist_1_link")
+
+
 def _oriented_pose(rig: Rig) -> Goal:
     """A pose reachable without moving the gripper joint (the rig's gripper is the UR5's last
     joint: IK solves with it where it is commanded)."""
@@ -152,6 +159,7 @@ GOALS: dict[str, Callable[[Rig], Goal]] = {
     "named": _named,
     "trajectory": _trajectory,
     "pose": _pose,
+    "pose-off-the-chain": _pose_of_a_link_the_gripper_does_not_move,
     "oriented-pose": _oriented_pose,
     "linear": _linear,
     "keypoints": _keypoints,
