@@ -6,8 +6,9 @@ online (its retained ``availability``): an offline arm fails at once, not after 
 - ``goal pose|joints|keypoints|gripper|named|trajectory|stop`` publishes one goal (every type of
   the API's, `armd.api.contract.GOAL_TYPES`), prints each of its statuses as a JSON line on stdout
   and, while it runs, its progress on stderr (the distance to the target: m for a pose, rad or m
-  for joints and the gripper); exit 0 only when it succeeded. A gripper or trajectory goal is checked first as the
-  daemon parses it (`armd.api.payloads`): a wrong one is a usage error, not a round trip.
+  for joints and the gripper); exit 0 only when it succeeded. A gripper or trajectory goal is
+  checked first as the daemon parses it (`armd.api.payloads`): a wrong one is a usage error, not
+  a round trip.
 - ``estop engage|reset`` publishes the command and waits until the state's mode shows it.
 - ``watch`` shows the arm's mode, joints against their limits, TCP pose, fault, goal statuses and
   missed ticks (when the state reports them), refreshed in place on a terminal, as plain lines
