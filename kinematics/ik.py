@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -149,13 +150,17 @@ def solve(
     seed: ArrayLike,
     link: str | None = None,
     options: IKOptions | None = None,
+    *,
+    hold: Collection[str] = (),
 ) -> IKResult:
     """Joint vector placing `link` (default: the tree's default link) at `target` (a Pose in the
     root frame, or a position (3,) for a position-only target), starting from `seed` (dof,).
-    Raises `KinematicsError` for invalid input (unknown link, wrong shapes, non-finite values);
-    an unreachable target is a result."""
+    hold: joints kept at the seed (as the joints that do not move the link always are).
+    Raises `KinematicsError` for invalid input (unknown link or joint, wrong shapes, non-finite
+    values); an unreachable target is a result."""
     options = options or _DEFAULT_OPTIONS
     chain = tree.chain(link or tree.default_link())
+    moving = _moving(tree, chain.moving, hold)
     target7, with_orientation = _target7(target)
     seed_q = tree.q_vector(seed).copy()
     if not math.isfinite(seed_q.sum()):  # any NaN or infinity makes the sum non-finite
@@ -172,7 +177,7 @@ def solve(
             chain.packed,
             limits.lower,
             limits.upper,
-            chain.moving,
+            moving,
             target7,
             seed_q,
             params,
@@ -194,6 +199,21 @@ def solve(
         if _score(info, params) < _score(best_info, params):
             best_q, best_info = q, info
     return _result(best_q, best_info, params, iterations, attempts)
+
+
+def _moving(
+    tree: KinematicTree, moving: NDArray[np.bool_], hold: Collection[str]
+) -> NDArray[np.bool_]:
+    """The chain's moving joints without those held (read-only, as the kernel takes it)."""
+    if not hold:
+        return moving
+    unknown = sorted(set(hold) - set(tree.joint_names))
+    if unknown:
+        raise KinematicsError(f"hold: unknown joints {unknown}; joints: {list(tree.joint_names)}")
+    free = moving.copy()
+    free[[tree.joint_names.index(name) for name in hold]] = False
+    free.flags.writeable = False
+    return free
 
 
 def _score(info: Array, params: Array) -> float:

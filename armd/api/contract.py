@@ -19,6 +19,7 @@ from armd.link.messages import (
     MAX_MOTION_DURATION_S,
     Fault,
     Goal,
+    GripperGoal,
     JointsGoal,
     KeypointsGoal,
     NamedGoal,
@@ -192,6 +193,10 @@ def goal_json(goal: Goal) -> dict[str, Any]:
         document["motion"] = goal.motion
     elif isinstance(goal, JointsGoal):
         document |= {"type": "joints", "positions": dict(goal.positions)}
+    elif isinstance(goal, GripperGoal):
+        document |= {"type": "gripper", "position": goal.opening}
+        if goal.effort is not None:
+            document["effort"] = goal.effort
     elif isinstance(goal, NamedGoal):
         document |= {"type": "named", "name": goal.name}
     elif isinstance(goal, KeypointsGoal):

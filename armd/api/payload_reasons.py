@@ -19,6 +19,7 @@ from armd.api.contract import (
 
 __all__ = [
     "MAX_REASONS",
+    "gripper_reason",
     "join_reasons",
     "json_kind",
     "name",
@@ -85,6 +86,22 @@ def reason(error: ErrorDetails, fields: Collection[str]) -> str:
     else:
         problem = reasons.value_problem(error, reasons.PAYLOAD)
     return f"{where}: {problem}"
+
+
+# A gripper goal's fields (its `position` is a number or a word: one reason for both).
+_GRIPPER_RULES = {
+    "position": 'must be an opening in [0, 1] (0 closed, 1 open), "open" or "close"',
+    "effort": "must be in [0, 1] (of the gripper's max_effort) or absent",
+}
+
+
+def gripper_reason(error: ErrorDetails, fields: Collection[str]) -> str:
+    """A reason for a ``gripper`` goal (`reason` covers the fields it shares with the others)."""
+    loc = tuple(error["loc"])
+    head = str(loc[0]) if loc else ""
+    if head in _GRIPPER_RULES and error["type"] != "missing":
+        return f"{head}: {show(error.get('input'))} {_GRIPPER_RULES[head]}"
+    return reason(error, fields)
 
 
 # A trajectory point's fields: their shapes and bounds (`armd.api.payload_trajectory`).

@@ -170,7 +170,7 @@ def parse_goal(  # noqa: PLR0911 (one return per goal type and per refusal)
 
 
 def _gripper(document: dict[str, Any], goal_id: str | None) -> GripperGoal | Rejection:
-    model = _validate(_GripperModel, document, goal_id)
+    model = _validate(_GripperModel, document, goal_id, render.gripper_reason)
     if isinstance(model, Rejection):
         return model
     position = model.position

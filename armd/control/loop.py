@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.control.grip import held_reason
 from armd.control.hardware import ArmHardware
 from armd.control.limiter import SetpointLimiter
 from armd.control.motions import Ended, Motions
@@ -248,8 +249,13 @@ class ControlLoop:
         self._start_from_measured(measured)
 
     def _start_from_measured(self, measured: MeasuredState) -> None:
-        self.limiter.reset(measured.position)
-        self.commanded = Setpoint.at_rest(measured.position)
+        """Restart at rest where the arm is; a gripper holding an object (a reset with the drives
+        on) stays commanded where it holds, so that a reset does not drop what it carries."""
+        position, held = measured.position, self.motions.held
+        if held is not None and self.commanded is not None:
+            position = held.restore(position, self.commanded.position)
+        self.limiter.reset(position)
+        self.commanded = Setpoint.at_rest(position)
         self.motions.active = None
         self._set_mode(Mode.HOLDING)
         self.healthy = True
@@ -270,6 +276,8 @@ class ControlLoop:
             if check.fault.code == "stall" and commanded is not None:
                 joint = self.joint_names.index(check.fault.joint or "")
                 self._relieve(joint, measured.position[joint])
+                if self.motions.held is not None and self.motions.held.joint == joint:
+                    self.motions.held = None  # a stalled gripper lets go, as stall protection
             self._latch(check.fault)
         elif check.verdict is Verdict.HOLD and self.mode in (Mode.MOVING, Mode.HOLDING):
             if self._hold_reason is None:
@@ -382,11 +390,12 @@ class ControlLoop:
         assert self.commanded is not None
         ended = self.motions.track(measured, self.tick_count, self.commanded)
         if ended is Ended.HELD:
-            assert self.motions.grip is not None
-            joint = self.motions.grip.joint
-            if abs(measured.velocity[joint]) < BLOCKED_VELOCITY:  # on its object: stay there
-                self._relieve(joint, self.commanded.position[joint])
-            self._stop_motion(self.motions.held_reason(measured), GoalStatus.SUCCEEDED)
+            grip = self.motions.grip
+            assert grip is not None
+            if abs(measured.velocity[grip.joint]) < BLOCKED_VELOCITY:  # on its object: stay there
+                self._relieve(grip.joint, self.commanded.position[grip.joint])
+            reason = held_reason(grip, measured, self.joint_names)
+            self._stop_motion(reason, GoalStatus.SUCCEEDED)
         elif ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
             self._disable_pending = self.settings.disable_on_fault and self._enabled
         elif ended is not None:
@@ -398,6 +407,7 @@ class ControlLoop:
         self._disable_pending = False
         self._enabled = False
         self.commanded = None
+        self.motions.held = None  # a gripper without torque holds nothing
         try:
             await self.hardware.disable()
         except DriverError as exc:

@@ -15,6 +15,10 @@ A stream (`StreamTarget`s of one session) is a motion like a goal's: its first t
 motion
 under way and is pre-empted by a goal or a stop; it ends ``succeeded`` at rest after its end
 message, ``aborted`` when it goes quiet for the timeout (the loop then stops the arm).
+
+A gripper that closed on an object holds it (`held`, `armd.control.grip`) through the motions that
+leave it where it holds: their success does not wait for it; one that commands it elsewhere
+releases it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.control.grip import Held, closed_on_object
 from armd.control.moves import Prepared, motion_for, prepare
 from armd.control.streaming import StreamFollower
 from armd.link.messages import GoalStatus, Mode
@@ -99,6 +104,7 @@ class Motions:
         self._prepared: Prepared | None = None
         self.taken = 0  # motion commands (moves and stops) taken in
         self._newest_session = -1  # the newest stream session started (or refused)
+        self.held: Held | None = None  # the gripper's grip on an object (`armd.control.grip`)
 
     @property
     def moving(self) -> bool:
@@ -222,7 +228,8 @@ class Motions:
         active = self.active
         stream = active.stream if active is not None else None
         if stream is not None and stream.session == target.session:
-            stream.take(target, tick)
+            if stream.take(target, tick):
+                self._keep_grip(target, commanded)
             return None
         if target.session <= self._newest_session:
             return None
@@ -235,6 +242,7 @@ class Motions:
             reason = f"arm is {mode.value}" + (": reset first" if latched else "")
             self._status(target.stream_id, GoalStatus.ABORTED, reason)
             return None
+        self._keep_grip(target, commanded)
         follower = StreamFollower(
             target,
             commanded,
@@ -253,6 +261,13 @@ class Motions:
         self.active = _Active(target.stream_id, hold, tick, stream=follower)
         return Mode.MOVING
 
+    def _keep_grip(self, target: StreamTarget, commanded: Setpoint | None) -> None:
+        """A stream target that names the gripper elsewhere releases its grip."""
+        if self.held is not None and not (
+            commanded is not None and self.held.kept_by_target(target, commanded.position)
+        ):
+            self.held = None
+
     def _start(
         self, move: Move, commanded: Setpoint, tick: int, bounds: tuple[Array, Array]
     ) -> Mode | None:
@@ -267,6 +282,8 @@ class Motions:
             reason = f"internal error: {type(exc).__name__}: {exc}"
             self._status(move.goal_id, GoalStatus.ABORTED, reason)
             return None
+        if self.held is not None and not self.held.kept_by(move, commanded.position):
+            self.held = None  # the move commands the gripper: it lets go of its object
         previous = self.active
         if previous is not None and previous.goal_id is not None:  # a stop under way too
             self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {move.goal_id}")
@@ -278,22 +295,6 @@ class Motions:
         """The grip of the motion under way, if it closes a gripper."""
         move = self.active.move if self.active is not None else None
         return move.grip if isinstance(move, MoveTo) else None
-
-    def held_reason(self, measured: MeasuredState) -> str:
-        grip = self.grip
-        if grip is None or measured.effort is None:
-            return "held"
-        joint = grip.joint
-        effort, position = measured.effort[joint], measured.position[joint]
-        return f"held: {self.joint_names[joint]} effort {effort:.3f} at {position:.4f}"
-
-    @staticmethod
-    def _holding(active: _Active, measured: MeasuredState) -> bool:
-        """A closing gripper's effort reached its grip (NaN, unreported, never does)."""
-        move = active.move
-        if not isinstance(move, MoveTo) or move.grip is None or measured.effort is None:
-            return False
-        return bool(abs(measured.effort[move.grip.joint]) >= move.grip.effort)
 
     def _time(self, active: _Active, tick: int) -> float:
         """Time into the motion of this tick's setpoint: a motion planned at tick k starts from
@@ -347,7 +348,9 @@ class Motions:
         if active.stream is not None:
             return self._track_stream(active, active.stream, measured, tick, commanded)
         t = self._time(active, tick)
-        if self._holding(active, measured):
+        grip = closed_on_object(active.move, measured)
+        if grip is not None:
+            self.held = Held(grip.joint, grip.effort)
             return Ended.HELD
         if not active.motion.done(t):
             return None
@@ -365,7 +368,10 @@ class Motions:
     ) -> Ended | None:
         """A motion whose command reached its end `late_s` ago, its joints `error` from it:
         ``succeeded`` within tolerance, ``aborted`` when that took longer than the settle
-        timeout, else (None) not yet."""
+        timeout, else (None) not yet. A gripper holding an object (the motion kept its grip)
+        does not count."""
+        if self.held is not None:
+            error = self.held.ignore(error)
         if (error <= (self.joint_tolerance if tolerance is None else tolerance)).all():
             self._status(active.goal_id, GoalStatus.SUCCEEDED, None)
         elif late_s > self.settle_timeout_s:

@@ -162,12 +162,13 @@ class Daemon:
             settings,
             self.statuses,
         )
+        held = setup.fixed_joints.keys() | self.pipeline.planner.hold  # never moved by streams
         self.streams = StreamInput(
             StreamSettings(setup.stream.enabled, setup.stream.timeout_s, setup.tool_link),
             CartesianStream(
                 setup.tree,
                 dataclasses.replace(settings.ik, restarts=False),  # never a jump to a new branch
-                np.array([name not in setup.fixed_joints for name in setup.tree.joint_names]),
+                np.array([name not in held for name in setup.tree.joint_names]),
                 np.array(setup.tree.limits.lower),
                 np.array(setup.tree.limits.upper),
             ),

@@ -1,6 +1,7 @@
 """Planning a goal into the loop's motion command, from the loop's latest sample: a joints or
 gripper goal needs only a limit check; a pose goal is IK seeded from the *measured* state (limit
-and reachability checks, the "no branch jump" rule), a linear goal a straight tool line checked
+and reachability checks, the "no branch jump" rule; the gripper, the fixed joints and those that
+do not move the link keep their commanded position), a linear goal a straight tool line checked
 point by point and time-scaled; a keypoints goal is mapped (`kinematics.mapping`) from the
 measured state and refused when a segment stays more than `KEYPOINTS_TOLERANCE` off its target
 direction; a trajectory goal's points are checked against the limits and time-scaled within them
@@ -100,6 +101,11 @@ class Planner:
         self.tool_link = tool_link
         self.limits = limits
         self.settings = settings
+        # The gripper: IK and the keypoints mapping never move it, only a goal naming it does (a
+        # grip on an object must survive the arm's moves). Fixed joints have pinned limits.
+        gripper = settings.gripper
+        self.hold = frozenset() if gripper is None else frozenset({gripper.joint})
+        self._held = np.isin(tree.joint_names, sorted(self.hold))
 
     def plan(self, goal: Planned, sample: Sample) -> Move:
         """The loop command for `goal` from the loop's `sample`, or `Rejected`."""
@@ -171,7 +177,7 @@ class Planner:
                 np.array(goal.points),
                 measured,
                 options=_KEYPOINTS_OPTIONS,
-                hold=self.settings.fixed_joints,
+                hold=self.settings.fixed_joints | self.hold,
             )
         except KinematicsError as exc:
             raise Rejected(f"points: {exc}") from None
@@ -233,9 +239,8 @@ class Planner:
 
     def _plan_pose(self, goal: PoseGoal, sample: Sample) -> Move:
         link, target = self._target(goal)
-        seed = sample.measured_position
-        assert seed is not None
-        result = solve_ik(self.tree, target, seed, link, self.settings.ik)
+        seed = self._seed(sample, link)
+        result = solve_ik(self.tree, target, seed, link, self.settings.ik, hold=self.hold)
         if not result.success:
             raise Rejected(self._why_unreachable(target, seed, link, result.message))
         q = np.array(result.q)
@@ -245,6 +250,15 @@ class Planner:
             self.limits.scaled(goal.speed),
             self._pose_tolerance(q, link, isinstance(target, Pose)),
         )
+
+    def _seed(self, sample: Sample, link: str) -> Array:
+        """IK's seed: the measured position of the joints it may move; the commanded one of the
+        others (held, or not moving `link`), which keep it, as a joints goal's unnamed joints."""
+        measured, commanded = sample.measured_position, sample.commanded_position
+        assert measured is not None
+        assert commanded is not None
+        moving = self.tree.chain(link).moving & ~self._held
+        return np.where(moving, measured, commanded)
 
     def _pose_tolerance(self, q: Array, link: str, oriented: bool) -> Array:
         """Joint tolerances (rad, the same for every joint) within which the link is within the
@@ -261,7 +275,8 @@ class Planner:
         """Tell 'out of reach' from 'reachable only by jumping to another branch'."""
         bound = self.settings.ik.max_joint_change
         if bound is not None:
-            anywhere = solve_ik(self.tree, target, seed, link, _without_box(self.settings.ik))
+            options = _without_box(self.settings.ik)
+            anywhere = solve_ik(self.tree, target, seed, link, options, hold=self.hold)
             if anywhere.success:
                 worst = float(np.max(np.abs(np.asarray(anywhere.q) - seed)))
                 return (
@@ -276,7 +291,8 @@ class Planner:
         assert start_q is not None
         start = self.tree.fk(start_q, link)
         goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
-        end = solve_ik(self.tree, goal_pose, start_q, link, _without_box(self.settings.ik))
+        options = _without_box(self.settings.ik)
+        end = solve_ik(self.tree, goal_pose, start_q, link, options, hold=self.hold)
         if not end.success:  # checked first: a far target must not cost thousands of IK samples
             raise Rejected(f"target unreachable within the joint limits: IK {end.message}")
         distance, angle = start.distance_to(goal_pose)
@@ -294,7 +310,7 @@ class Planner:
         step_options = _continuity_options(self.settings.ik)
         for i in range(1, steps + 1):
             pose = _interpolate(start, goal_pose, i / steps)
-            result = solve_ik(self.tree, pose, waypoints[-1], link, step_options)
+            result = solve_ik(self.tree, pose, waypoints[-1], link, step_options, hold=self.hold)
             if not result.success:
                 where = ", ".join(f"{v:.3f}" for v in pose.translation)
                 raise Rejected(

@@ -34,7 +34,7 @@ DAMPING = 1e-3  # damped least squares: λ² added to J Jᵀ (m², rad²)
 
 class CartesianStream:
     """Joint targets for the Cartesian messages of streams on one arm. `movable` masks the joints
-    a stream may move (fixed joints stay where they are)."""
+    a stream may move (fixed joints and the gripper stay where they are: at the seed)."""
 
     def __init__(
         self, tree: KinematicTree, ik: IKOptions, movable: Array, lower: Array, upper: Array
@@ -42,6 +42,10 @@ class CartesianStream:
         self.tree = tree
         self.ik = ik
         self.movable = movable
+        self._free = np.asarray(movable, dtype=bool)
+        self.hold = tuple(
+            name for name, free in zip(tree.joint_names, movable, strict=True) if not free
+        )
         self.lower = lower
         self.upper = upper
         self.last_scale = 1.0  # the twist scaling of the last twist (1: none)
@@ -51,7 +55,7 @@ class CartesianStream:
         got), seeded from `seed`."""
         position = np.array(message.position)
         target = position if message.orientation is None else Pose(position, message.orientation)
-        result = solve_ik(self.tree, target, seed, message.link, self.ik)
+        result = solve_ik(self.tree, target, seed, message.link, self.ik, hold=self.hold)
         return np.asarray(result.q, dtype=float)
 
     def twist(self, message: StreamTwist, q: Array, link: str) -> Array:
@@ -65,13 +69,16 @@ class CartesianStream:
         twist = np.concatenate((linear, angular))
         weights = np.linalg.solve(jacobian @ jacobian.T + DAMPING * np.eye(6), twist)
         velocity: Array = jacobian.T @ weights
-        scale = min(self._singularity_scale(jacobian), self._limit_scale(q, velocity))
+        singularity = self._singularity_scale(jacobian[:, self._free])
+        scale = min(singularity, self._limit_scale(q, velocity))
         self.last_scale = scale
         return velocity * scale
 
     @staticmethod
     def _singularity_scale(jacobian: Array) -> float:
-        """1 away from singularities, down to 0 as the condition number reaches the stop."""
+        """1 away from singularities, down to 0 as the condition number of the movable joints'
+        Jacobian reaches the stop (an arm with fewer than 6 of them follows the twist's least-
+        squares part, and its condition is over those joints' columns)."""
         singular = np.linalg.svd(jacobian, compute_uv=False)
         condition = singular[0] / singular[-1] if singular[-1] > 0.0 else np.inf
         return float(

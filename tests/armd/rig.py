@@ -178,12 +178,22 @@ async def pipeline_rig(
     settings: PlanSettings,
     stall: StallLimits | None = None,
     unfollowed: tuple[int, ...] = (),
+    *,
+    disable_on_fault: bool = False,
+    stream_timeout_s: float | None = None,
 ) -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
     """A goal pipeline in front of a rig's loop, both reporting through one ledger (as in the
     daemon) into the rig's `statuses`, which is also returned."""
     statuses: list[StatusUpdate] = []
     ledger = StatusLedger(statuses.append)
-    rig = await make_rig(q0, statuses=ledger, stall=stall, unfollowed=unfollowed)
+    rig = await make_rig(
+        q0,
+        statuses=ledger,
+        stall=stall,
+        unfollowed=unfollowed,
+        disable_on_fault=disable_on_fault,
+        stream_timeout_s=stream_timeout_s,
+    )
     rig.statuses = statuses
     rig.port = LoopPort(rig.loop.handle, ledger.report, rig.tree.dof)
     await rig.run(1)

@@ -126,6 +126,24 @@ def test_joints_that_do_not_move_the_link_keep_their_seed(panda: KinematicTree) 
     assert result.q[panda.joint_names.index("panda_finger_joint1")] == 0.03
 
 
+def test_held_joints_keep_their_seed_and_the_others_reach_the_target(panda: KinematicTree) -> None:
+    """A joint that moves the link, held (a gripper joint on the tool's chain): the target is
+    reached with the others; it comes back exactly at its seed, restarts included."""
+    rng = np.random.default_rng(5)
+    held = panda.joint_names.index("panda_joint7")
+    for _ in range(20):
+        q_true = random_q(panda, rng, margin=0.1)
+        seed = panda.limits.clamp(q_true + rng.normal(0.0, 0.3, panda.dof))
+        seed[held] = q_true[held] + 0.2  # off the solution it came from: still reachable
+        position = panda.fk(q_true, "panda_link8").translation
+        result = solve_ik(panda, position, seed, "panda_link8", hold=["panda_joint7"])
+        assert result.success, result.message
+        assert result.q[held] == seed[held]
+        assert np.linalg.norm(panda.fk(result.q, "panda_link8").translation - position) <= 1e-5
+    with pytest.raises(KinematicsError, match=r"hold: unknown joints \['nope'\]"):
+        solve_ik(panda, position, seed, "panda_link8", hold=["nope"])
+
+
 def test_redundant_arm_ends_at_least_as_close_to_the_seed_as_without_null_space_term(
     panda: KinematicTree,
 ) -> None:

@@ -26,6 +26,7 @@ AGE = r"state \d+\.\d s old( \(no newer state\))?"
 HEADER = re.compile(
     rf"arm ur5-sim  availability online  mode holding  {UPTIME}  {AGE}  missed ticks \d+"
 )
+WAVE = ROOT / "docs" / "examples" / "wave.csv"
 
 
 def armd(*args: object, timeout_s: float = 2 * WAIT_S) -> subprocess.CompletedProcess[str]:
@@ -69,6 +70,35 @@ def test_named_goal_moves_to_the_configs_pose_and_an_unknown_name_is_refused(arm
     refused = armd("goal", "--config", arm.config, "--id", "cli-unnamed", "named", "hom")
     assert refused.returncode == 1, refused
     assert "'hom' is not a named pose of this arm; poses: 'home', 'ready'" in refused.stdout
+
+
+def test_trajectory_goal_from_a_csv_file_and_from_points(arm: Rig) -> None:
+    """docs/examples/wave.csv (docs/mqtt.md's command line), then the same kind of goal with its
+    points given as --point."""
+    done = armd("goal", "--config", arm.config, "--id", "cli-wave", "trajectory", WAVE)
+    assert done.returncode == 0, done
+    statuses = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [s["status"] for s in statuses] == ["accepted", "succeeded"], done.stdout
+    reached = joint_positions(arm.probe.latest_state())  # the last point: 0.2, 1.2
+    assert reached["shoulder_pan_joint"] == pytest.approx(0.2, abs=0.005), reached
+    assert reached["elbow_joint"] == pytest.approx(1.2, abs=0.005), reached
+    done = armd(
+        "goal", "--config", arm.config, "--id", "cli-points", "trajectory",
+        "--point", "t=0", "elbow_joint=1.3", "--point", "t=1", "elbow_joint=1.5", "--speed", "0.5",
+    )  # fmt: skip
+    assert done.returncode == 0, done
+    reached = joint_positions(arm.probe.latest_state())
+    assert reached["elbow_joint"] == pytest.approx(1.5, abs=0.005), reached
+
+
+def test_gripper_goal_on_an_arm_without_a_gripper_is_rejected_by_the_daemon(arm: Rig) -> None:
+    done = armd("goal", "--config", arm.config, "--id", "cli-gripper", "gripper", "close")
+    assert done.returncode == 1, done
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "id": "cli-gripper",
+        "status": "rejected",
+        "reason": "type: 'gripper': this arm has no gripper (config: gripper)",
+    }
 
 
 def test_goal_shows_its_progress_while_it_waits(arm: Rig) -> None:

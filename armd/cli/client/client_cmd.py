@@ -3,9 +3,12 @@
 Each reads the arm's name and broker from its config, connects, and first makes sure the arm is
 online (its retained ``availability``): an offline arm fails at once, not after a timeout.
 
-- ``goal pose|joints|keypoints|named|stop`` publishes one goal, prints each of its statuses as a
-  JSON line on stdout and, while it runs, its progress on stderr (the distance to the target: m
-  for a pose, rad or m for joints); exit 0 only when it succeeded.
+- ``goal pose|joints|keypoints|gripper|named|trajectory|stop`` publishes one goal (every type of
+  the API's, `armd.api.contract.GOAL_TYPES`), prints each of its statuses as a JSON line on stdout
+  and, while it runs, its progress on stderr (the distance to the target: m for a pose, rad or m
+  for joints and the gripper); exit 0 only when it succeeded. A gripper or trajectory goal is
+  checked first as the daemon parses it (`armd.api.payloads`): a wrong one is a usage error, not
+  a round trip.
 - ``estop engage|reset`` publishes the command and waits until the state's mode shows it.
 - ``watch`` shows the arm's mode, joints against their limits, TCP pose, fault, goal statuses and
   missed ticks (when the state reports them), refreshed in place on a terminal, as plain lines
@@ -26,7 +29,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from armd.api.contract import goal_json
+from armd.api.contract import encode, goal_json
+from armd.cli.client.trajectory_args import named_values, trajectory_fields
 from armd.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, say_error
 from armd.link.messages import Goal, JointsGoal, KeypointsGoal, NamedGoal, PoseGoal, StopGoal
 
@@ -96,11 +100,56 @@ def _add_goal_parser(subparsers: Any) -> None:
     )
     keypoints.add_argument("chain", type=Path, help='{"points": {link: [x, y, z], ...}} (m)')
     _speed_argument(keypoints)
+    _add_gripper_parser(kinds)
     named = kinds.add_parser("named", help="move to a named pose of the config's `poses`")
     named.add_argument("name", help="the pose's name, e.g. home")
     _speed_argument(named)
+    _add_trajectory_parser(kinds)
     kinds.add_parser("stop", help="controlled stop, then hold")
     goal.set_defaults(func=_goal)
+
+
+def _add_gripper_parser(kinds: Any) -> None:
+    gripper = kinds.add_parser(
+        "gripper",
+        help="open or close the config's gripper, or set its opening",
+        description="Move the config's gripper (`gripper:`): open, close (it stops where its "
+        "effort reaches --effort and holds the object, through later goals, until a gripper "
+        "goal changes it), or an opening in [0, 1] (0 closed, 1 open).",
+    )
+    gripper.add_argument("position", metavar="open|close|OPENING", help="OPENING in [0, 1]")
+    gripper.add_argument(
+        "--effort",
+        type=float,
+        metavar="E",
+        help="the grip when closing, in [0, 1] of the config's gripper.max_effort "
+        "(default: the config's gripper.effort)",
+    )
+    _speed_argument(gripper)
+
+
+def _add_trajectory_parser(kinds: Any) -> None:
+    trajectory = kinds.add_parser(
+        "trajectory",
+        help="follow timed points of some joints: from a FILE or --point ...",
+        description="Follow timed points of some joints (the others keep their position): the "
+        'arm first moves to the first point. FILE.json holds the goal\'s fields {"joints": '
+        '[NAME, ...], "points": [{"t": S, "positions": [...], "velocities": [...]}, ...]} '
+        "(velocities optional); FILE.csv a header t,NAME,... and one row per point: its time "
+        "(s) and each joint's position (rad or m). Or give each point as --point t=S "
+        "NAME=VALUE ..., the same joints in every point. (`armd replay` sends the recordings "
+        "of `armd record`.)",
+    )
+    trajectory.add_argument("file", nargs="?", type=Path, metavar="FILE", help=".json or .csv")
+    trajectory.add_argument(
+        "--point",
+        action="append",
+        nargs="+",
+        metavar="NAME=VALUE",
+        help="one point: t=S, its time (s), then NAME=VALUE for each joint (rad or m); once per "
+        "point, in time order",
+    )
+    _speed_argument(trajectory)
 
 
 def _speed_argument(parser: argparse.ArgumentParser) -> None:
@@ -110,19 +159,36 @@ def _speed_argument(parser: argparse.ArgumentParser) -> None:
 # -- payloads -------------------------------------------------------------------------------------
 
 
-def _joint_positions(items: list[str]) -> dict[str, float]:
-    positions: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"joints: {item!r}: expected NAME=VALUE")
-        try:
-            positions[name] = float(value)
-        except ValueError:
-            raise UsageError(f"joints: {name}: {value!r} must be a number (rad or m)") from None
-        if not math.isfinite(positions[name]):
-            raise UsageError(f"joints: {name}: {value!r} must be finite")
-    return positions
+def _gripper_position(word: str) -> str | float:
+    if word in ("open", "close"):
+        return word
+    try:
+        return float(word)
+    except ValueError:
+        raise UsageError(
+            f"gripper: position: {word!r} must be open, close or an opening in [0, 1]"
+        ) from None
+
+
+def _checked(document: dict[str, Any], setup: ArmSetup) -> dict[str, Any]:
+    """`document` as the daemon reads it (`armd.api.payloads.parse_goal`), re-encoded; a goal it
+    would reject is a `UsageError` with the daemon's reason."""
+    from armd.api.payloads import parse_goal
+    from armd.link.messages import Rejection
+
+    try:
+        payload = encode(document)
+    except ValueError:  # NaN or infinity: not JSON
+        raise UsageError(f"{document['type']}: values must be finite numbers") from None
+    goal = parse_goal(
+        payload,
+        joint_names=[j for j in setup.tree.joint_names if j not in setup.fixed_joints],
+        link_names=setup.tree.link_names,
+        default_link=setup.tool_link,
+    )
+    if isinstance(goal, Rejection):
+        raise UsageError(f"{document['type']}: {goal.reason}")
+    return goal_json(goal)
 
 
 def goal_payload(args: argparse.Namespace, goal_id: str, setup: ArmSetup) -> dict[str, Any]:
@@ -131,10 +197,18 @@ def goal_payload(args: argparse.Namespace, goal_id: str, setup: ArmSetup) -> dic
     argument that cannot make a goal (the daemon validates the rest and answers ``rejected``
     with the reason)."""
     goal: Goal
+    if args.kind == "gripper":
+        effort = {} if args.effort is None else {"effort": args.effort}
+        position = _gripper_position(args.position)
+        document = {"id": goal_id, "type": "gripper", "position": position, **effort}
+        return _checked(document | {"speed": args.speed}, setup)
+    if args.kind == "trajectory":
+        fields = trajectory_fields(args.file, args.point)
+        return _checked({"id": goal_id, "type": "trajectory", **fields, "speed": args.speed}, setup)
     if args.kind == "stop":
         goal = StopGoal(goal_id)
     elif args.kind == "joints":
-        goal = JointsGoal(goal_id, _joint_positions(args.positions), args.speed)
+        goal = JointsGoal(goal_id, named_values(args.positions, "joints"), args.speed)
     elif args.kind == "named":
         goal = NamedGoal(goal_id, args.name, args.speed)
     elif args.kind == "keypoints":

@@ -2,9 +2,10 @@
 
 Statuses are JSON lines on stdout (as the daemon sent them). Progress goes to stderr: the
 distance to the target, from the arm's ``state`` — for a joints goal the largest remaining joint
-distance (rad, or m for prismatic joints), for a pose goal the TCP's distance to the target
-position (m) and, with an orientation, the angle left (rad); keypoints and stop goals show the
-mode and the time only. On a terminal it is one line refreshed in place (`rich`); otherwise a
+distance (rad, or m for prismatic joints), for a gripper goal the gripper's (a closing one stops
+short of it, on the object), for a pose goal the TCP's distance to the target position (m) and,
+with an orientation, the angle left (rad); keypoints, trajectory and stop goals show the mode and
+the time only. On a terminal it is one line refreshed in place (`rich`); otherwise a
 plain line every `PLAIN_INTERVAL_S`.
 """
 
@@ -50,6 +51,8 @@ def distance_to_target(
             return None
         units = {_unit(setup, name) for name in payload["positions"]}
         return f"{max(left):.4f} {'/'.join(sorted(units))} to go (largest joint)"
+    if payload["type"] == "gripper":
+        return _gripper_distance(payload, state, setup)
     if payload["type"] == "pose":
         tcp = state.get("tcp", {})
         if tcp.get("link") != payload.get("link", setup.tool_link):
@@ -59,6 +62,19 @@ def distance_to_target(
             text += f", {_angle(payload['orientation'], tcp['orientation']):.3f} rad"
         return text
     return None
+
+
+def _gripper_distance(
+    payload: Mapping[str, Any], state: Mapping[str, Any], setup: ArmSetup
+) -> str | None:
+    gripper = setup.config.gripper
+    joint = state.get("joints", {}).get(gripper.joint) if gripper is not None else None
+    if gripper is None or joint is None:
+        return None
+    opening = {"open": 1.0, "close": 0.0}.get(payload["position"], payload["position"])
+    target = gripper.closed + float(opening) * (gripper.open - gripper.closed)
+    left = abs(target - joint["position"])
+    return f"{left:.4f} {_unit(setup, gripper.joint)} to go (gripper)"
 
 
 def _unit(setup: ArmSetup, joint: str) -> str:

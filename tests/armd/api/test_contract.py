@@ -34,6 +34,7 @@ from armd.api.payloads import parse_goal
 from armd.link.messages import (
     Fault,
     GoalStatus,
+    GripperGoal,
     JointsGoal,
     KeypointsGoal,
     PoseGoal,
@@ -111,6 +112,13 @@ goals = st.one_of(
         st.text(min_size=1, max_size=20),
         st.just(("base", "forearm", "tool")),
         st.just(((0.0, 0.0, 0.0), (0.0, 0.0, 1.0), (1.0, 0.0, 1.0))),
+        speeds,
+    ),
+    st.builds(
+        GripperGoal,
+        st.text(min_size=1, max_size=20),
+        st.floats(0.0, 1.0),
+        st.none() | st.floats(0.0, 1.0),
         speeds,
     ),
     st.builds(StopGoal, st.none() | st.text(min_size=1, max_size=20)),

@@ -196,6 +196,14 @@ MALFORMED: list[tuple[str, bytes | str, str | None, str]] = [
     ("joints-position", '{"id": "j", "type": "joints", "positions": {"elbow": 1}, '
      '"position": [1, 2, 3]}', "j", "position: unknown field (did you mean 'positions'?)"),
     ("stop-extra", '{"id": "s", "type": "stop", "now": true}', "s", "now: unknown field"),
+    ("gripper-beyond", '{"id": "g", "type": "gripper", "position": 2}', "g",
+     'position: 2 must be an opening in [0, 1] (0 closed, 1 open), "open" or "close"'),
+    ("gripper-word", '{"id": "g", "type": "gripper", "position": "half"}', "g",
+     'position: \'half\' must be an opening in [0, 1] (0 closed, 1 open), "open" or "close"'),
+    ("gripper-effort", '{"id": "g", "type": "gripper", "position": "close", "effort": 1.5}', "g",
+     "effort: 1.5 must be in [0, 1] (of the gripper's max_effort) or absent"),
+    ("gripper-missing", '{"id": "g", "type": "gripper"}', "g",
+     "position: required field is missing"),
     ("control-characters-echoed-safely", '{"id": "c", "type": "stop", "a\\nb": 1}', "c",
      "'a\\nb': unknown field"),
 ]  # fmt: skip

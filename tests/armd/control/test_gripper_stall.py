@@ -1,10 +1,12 @@
-"""The gripper goal (close until held, open) and stall protection, in-process on the simulated
-arm: an obstacle in the simulated motor (`MotorFaults.block_at`) is the object between the
-fingers, or the jam that stalls a joint; the simulated drive's effort rises as it pushes."""
+"""The gripper goal (close until held, open), the grip held through later goals, streams, stops,
+the e-stop and its reset, and stall protection, in-process on the simulated arm: an obstacle in
+the simulated motor (`MotorFaults.block_at`) is the object between the fingers, or the jam that
+stalls a joint; the simulated drive's effort rises as it pushes."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,9 +23,18 @@ GRIPPER = Gripper("wrist_3_joint", OPEN, CLOSED, max_effort=1.0, effort=0.4)
 Q0 = np.array([0.0, -0.5, 0.5, 0.0, 0.5, OPEN])
 
 
-async def gripper_rig(stall: StallLimits | None = None):  # type: ignore[no-untyped-def]
-    settings = dataclasses.replace(SETTINGS, gripper=GRIPPER, fixed_joints=frozenset())
-    rig, pipeline, statuses = await pipeline_rig(Q0, settings, stall, unfollowed=(GRIP_JOINT,))
+POSES = {
+    "carry": {"shoulder_pan_joint": 0.4, "elbow_joint": 0.9},  # leaves the gripper alone
+    "home": {"shoulder_pan_joint": 0.0, "elbow_joint": 0.5, "wrist_3_joint": OPEN},  # opens it
+}
+
+
+async def gripper_rig(stall: StallLimits | None = None, **options: Any):  # type: ignore[no-untyped-def]
+    """The arm holding, its gripper open; `options` as `pipeline_rig`'s."""
+    settings = dataclasses.replace(SETTINGS, gripper=GRIPPER, fixed_joints=frozenset(), poses=POSES)
+    rig, pipeline, statuses = await pipeline_rig(
+        Q0, settings, stall, unfollowed=(GRIP_JOINT,), **options
+    )
     await rig.run_until(lambda: rig.loop.mode == Mode.HOLDING)
     return rig, pipeline, statuses
 

@@ -44,6 +44,7 @@ from armd.planning.stream_input import (
 from kinematics.ik import IKOptions
 from tests.armd.api.test_mqtt import Daemon, probe, running, settings_for, wait_until
 from tests.armd.rig import PERIOD, Rig, assert_within_limits, make_rig, move
+from tests.armd.rig import ur5 as make_tree
 from tests.broker import MosquittoBroker
 
 JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
@@ -445,6 +446,26 @@ async def test_after_a_twists_end_the_arm_rests_where_the_twist_carried_the_targ
     # The target moves on in joint space (the twist's joint velocities): over these 4 mm its
     # tool path stays well within 0.2 mm of the straight line.
     np.testing.assert_allclose(further, [0.0, 0.0, speed * 20 * PERIOD], atol=2e-4)
+
+
+def test_a_joint_a_stream_may_not_move_keeps_still_and_the_others_follow_the_twist() -> None:
+    """A gripper joint (or a fixed one) on the tool's chain: its column is left out, of the twist
+    and of the singularity measure (which, over all six columns, would stop every twist)."""
+    tree = make_tree()
+    limits = tree.limits
+    movable = np.array([True] * 5 + [False])  # wrist_3_joint held, as the daemon holds a gripper
+    cartesian = CartesianStream(
+        tree, IKOptions(), movable, np.array(limits.lower), np.array(limits.upper)
+    )
+    velocity = cartesian.twist(StreamTwist("t", 0, (0.0, 0.0, 0.05), (0, 0, 0)), Q0, "tool0")
+    assert velocity[5] == 0.0
+    assert cartesian.last_scale > 0.5
+    tool = tree.jacobian(Q0, "tool0") @ velocity
+    assert tool[2] > 0.5 * 0.05 * cartesian.last_scale  # up, as asked (least squares: 5 joints)
+    target = tree.fk(Q0, "tool0").translation + np.array([0.01, 0.0, 0.0])
+    solved = cartesian.pose(StreamPose("p", 0, tuple(target), None, "tool0"), Q0)  # type: ignore[arg-type]
+    assert solved[5] == Q0[5]
+    np.testing.assert_allclose(tree.fk(solved, "tool0").translation, target, atol=1e-4)
 
 
 async def test_an_estopped_arm_refuses_new_streams_rate_limited() -> None:
