@@ -284,21 +284,30 @@ export function planeSquare(
 const REASON_PREFIX = "collision: ";
 
 /**
- * The two bodies a collision reason names (`collision: <a> with <b> ...`), or null for another
- * reason. Names are matched against `known` (links and objects, longest first, so that a name
- * with spaces or one that prefixes another is found whole); unknown names are taken up to the
- * next space.
+ * The two bodies a collision reason names, or null for another reason: the first `<a> with <b>`
+ * after `collision: ` (`collision: wrist_3_link with table at 43 % of the path (...)`, or
+ * `collision: the arm is in collision (wrist_3_link with table, ...)`). Known names (links,
+ * objects) are looked for first, longest first, so that a name with spaces or one that prefixes
+ * another is found whole; failing that, any two words around ` with ` are taken.
  */
 export function collisionPair(reason: string | undefined, known: Iterable<string> = []): [string, string] | null {
   if (!reason?.startsWith(REASON_PREFIX)) return null;
-  const names = [...known].sort((x, y) => y.length - x.length);
   const rest = reason.slice(REASON_PREFIX.length);
-  const first = names.find((name) => rest.startsWith(`${name} with `)) ?? /^(\S+) with /.exec(rest)?.[1];
-  if (first === undefined) return null;
-  const tail = rest.slice(first.length + " with ".length);
-  const whole = (name: string) => tail.startsWith(name) && /^($|[\s,;:()])/.test(tail.slice(name.length));
-  const second = names.find(whole) ?? /^[^\s,;:()]+/.exec(tail)?.[0];
-  return second === undefined ? null : [first, second];
+  const names = [...known].sort((x, y) => y.length - x.length);
+  const word = (text: string) => /^[^\s,;:()]+/.exec(text)?.[0];
+  const byName = (text: string) =>
+    names.find((name) => text.startsWith(name) && /^($|[\s,;:()])/.test(text.slice(name.length)));
+  for (const lookup of [byName, (text: string) => byName(text) ?? word(text)]) {
+    for (let i = 0; i < rest.length; i++) {
+      if (i > 0 && !/[\s(]/.test(rest[i - 1] as string)) continue; // only where a word starts
+      const first = lookup(rest.slice(i));
+      const after = first === undefined ? "" : rest.slice(i + first.length);
+      if (first === undefined || !after.startsWith(" with ")) continue;
+      const second = lookup(after.slice(" with ".length));
+      if (second !== undefined) return [first, second];
+    }
+  }
+  return null;
 }
 
 /** How long the pair of a collision rejection stays highlighted, unless a new goal comes first. */

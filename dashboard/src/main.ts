@@ -166,6 +166,7 @@ class Dashboard {
     byId("arm-name").textContent = arm;
     this.setModel(null);
     this.status.reset();
+    this.collision.reset();
     this.connection.watch(arm);
   }
 

@@ -308,14 +308,17 @@ describe("the pair a reason names", () => {
     ["collision: wrist_3_link_cover with table, at the target", ["wrist_3_link_cover", "table"]],
     ["collision: gripper with crate at the target", ["gripper", "crate"]], // names the page does not know
     ["collision: wrist_3_link with table", ["wrist_3_link", "table"]],
+    [
+      "collision: the arm is in collision (wrist_3_link with table, 0.003 m inside the margin): only out of it",
+      ["wrist_3_link", "table"],
+    ],
+    ["collision: the arm is in collision (gripper with crate, 0.003 m inside the margin)", ["gripper", "crate"]],
   ])("%s", (reason, pair) => {
     expect(collisionPair(reason, known)).toEqual(pair);
   });
 
-  it.each([undefined, "reset first: the e-stop is engaged", "collision checking is off", "collision: nothing"])(
-    "none in %s",
-    (reason) => expect(collisionPair(reason, known)).toBeNull(),
-  );
+  const others = [undefined, "reset first: the e-stop is engaged", "collision: nothing", "x with y"];
+  it.each(others)("none in %s", (reason) => expect(collisionPair(reason, known)).toBeNull());
 });
 
 describe("the highlight", () => {

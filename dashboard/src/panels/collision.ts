@@ -48,12 +48,22 @@ export class CollisionPanel {
     this.summary.textContent =
       `${shapes} shapes on ${collision.links.size} links; ` +
       `${objects.length > 0 ? objects.join(", ") : "no environment"}; ` +
-      `margin ${(collision.margin * 1000).toFixed(0)} mm; self-collision ${collision.selfCollision ? "on" : "off"}`;
+      `margin ${Number((collision.margin * 1000).toFixed(1))} mm; self-collision ${collision.selfCollision ? "on" : "off"}`;
     const pairs = collision.allowed.map((p) => h("li", {}, `${p.a} – ${p.b}${p.reason ? ` (${p.reason})` : ""}`));
     this.allowed.replaceChildren(
       h("summary", {}, `${pairs.length} pair${pairs.length === 1 ? "" : "s"} never checked`),
       h("ul", {}, ...pairs),
     );
+  }
+
+  /** Another arm was chosen: nothing of the previous one's collisions stays. */
+  reset(): void {
+    this.highlight.nextGoal();
+    this.highlight.hold(null);
+    this.latest.hidden = true;
+    this.holdText = "";
+    this.holdBanner.hidden = true;
+    this.refresh();
   }
 
   /** A goal status: a collision's rejection (or abort) highlights its pair; an accepted goal
