@@ -469,6 +469,43 @@ def test_the_collision_model_is_drawn_and_a_collision_rejection_highlights_its_p
         page.wait_for_function("window.armdDashboard.collision === null", timeout=UI_WAIT_MS)
 
 
+def test_a_stream_held_before_a_collision_shows_its_pair(ui: Dashboard) -> None:
+    """`state.collision_hold` turns its pair red and says so over the view while the state
+    carries it. Replayed by the test as another arm (the daemon's states come 25 times a second
+    and carry a hold only when a stream runs into a collision), then the UR5 chosen again."""
+    page, broker = ui.page, ui.rig.broker
+    model = ui.rig.probe.on("model")[-1].json()
+    state = ui.rig.probe.latest_state()
+    replay = MqttProbe(broker.host, broker.port, arm="replayed-arm")
+    try:
+        _retain(replay, "model", json.dumps({**model, "collision": UR5_COLLISION}))
+        _retain(replay, "availability", "online")
+        page.locator('button.arm[data-arm="replayed-arm"]').click()
+        replay.publish("state", json.dumps(state))
+        expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+        _drawn(page, "(c) => c !== null && c.highlighted.length === 0")
+
+        hold = {"pair": ["forearm_link", "table"], "distance": 0.004}
+        replay.publish("state", json.dumps({**state, "mode": "moving", "collision_hold": hold}))
+        banner = page.locator("#collision-hold")
+        expect(banner).to_have_text(
+            "held before a collision: forearm_link with table, 0.004 m", timeout=UI_WAIT_MS
+        )
+        drawn = _drawn(page, "(c) => c.highlighted.length > 0")
+        assert sorted(drawn["highlighted"]) == ["forearm_link", "table"], drawn
+
+        replay.publish("state", json.dumps(state))  # the hold is over
+        expect(banner).to_be_hidden(timeout=UI_WAIT_MS)
+        _drawn(page, "(c) => c.highlighted.length === 0")
+    finally:
+        for topic in ("availability", "model"):
+            _retain(replay, topic, b"")  # no retained arm left for the pages that follow
+        replay.close()
+    page.locator(f'button.arm[data-arm="{ARM}"]').click()
+    expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+    expect(page.locator("#collision-hold")).to_be_hidden()
+
+
 def test_the_estop_button_stops_the_arm_and_a_rejection_shows_its_reason(ui: Dashboard) -> None:
     probe = ui.rig.probe
     page = ui.page
