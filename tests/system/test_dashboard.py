@@ -317,50 +317,13 @@ def test_the_gripper_buttons_open_and_close_it(ui: Dashboard) -> None:
     expect(ui.page.locator("#statuses li").first).to_contain_text("succeeded gripper close")
 
 
-# The `collision` key of `model` (docs/mqtt.md#model) for the UR5: capsules of
-# config/collision/ur5.yaml on a few links, a table, a keep-out box and the workspace. Published
-# by the test where the daemon's model has none (a config without a collision section).
-UR5_COLLISION: dict[str, Any] = {
-    "margin": 0.01,
-    "self_collision": True,
-    "links": {
-        "upper_arm_link": [
-            {"type": "capsule", "a": [0.0, -0.06, 0.0], "b": [0.0, 0.06, 0.0], "radius": 0.0604},
-            {"type": "capsule", "a": [0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.425], "radius": 0.0608},
-        ],
-        "forearm_link": [
-            {"type": "capsule", "a": [0.0, 0.0, 0.0], "b": [0.0, 0.0, 0.3922], "radius": 0.0582}
-        ],
-        "wrist_2_link": [{"type": "sphere", "center": [0.0, 0.0, 0.083], "radius": 0.051}],
-        "wrist_3_link": [
-            {
-                "type": "capsule",
-                "a": [0.0, 0.0612, -0.0011],
-                "b": [0.0, 0.0612, 0.0033],
-                "radius": 0.04,
-            }
-        ],
-        "ee_link": [
-            {
-                "type": "box",
-                "center": [-0.01, 0.0, 0.0],
-                "size": [0.02, 0.06, 0.06],
-                "orientation": [1.0, 0.0, 0.0, 0.0],
-            }
-        ],
-    },
-    "environment": [
-        {"name": "table", "type": "plane", "point": [0.0, 0.0, 0.0], "normal": [0.0, 0.0, 1.0]},
-        {"name": "fixture", "type": "box", "center": [0.45, -0.35, 0.1], "size": [0.2, 0.3, 0.2]},
-        {
-            "name": "workspace",
-            "type": "keep_in",
-            "center": [0.0, 0.0, 0.5],
-            "size": [2.0, 2.0, 1.2],
-        },
-    ],
-    "allowed": [["upper_arm_link", "forearm_link", "adjacent"]],
-}
+# The `collision` key of `model` (docs/mqtt.md#model) for the UR5 as armd makes it
+# (kinematics.collision's CollisionModel.to_dict of config/collision/ur5.yaml), with a keep-out
+# box and the workspace besides the table. Published by the test where the daemon's model has
+# none (a config without a collision section).
+UR5_COLLISION: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "ur5_collision.json").read_text(encoding="utf-8")
+)
 
 # What the latest frame drew of the collision model (window.armdDashboard.collision), once `done`.
 COLLISION_DRAWN = (
