@@ -128,7 +128,7 @@ function parseObject(value: unknown, index: number, names: Set<string>): Environ
   }
   const name = value.name ?? (value.type === "keep_in" ? "workspace" : undefined);
   if (typeof name !== "string" || name === "") throw wrong(where, "name", "a non-empty string", name);
-  if (names.has(name)) throw wrong(where, "name", "unique among the links and the objects", name);
+  if (names.has(name)) throw wrong(where, "name", "unique among the objects and the links with shapes", name);
   names.add(name);
   where = `collision: environment '${name}'`;
   if (value.type === "plane") {
@@ -185,7 +185,7 @@ export function parseCollision(value: unknown, links: ReadonlySet<string>): Coll
   }
   const envIn = value.environment ?? [];
   if (!Array.isArray(envIn)) throw wrong("collision", "environment", "a list of objects", envIn);
-  const names = new Set(links);
+  const names = new Set(Object.keys(linksIn)); // an object is named apart from the links with shapes
   const environment: EnvironmentObject[] = [];
   envIn.forEach((item, i) => {
     const object = parseObject(item, i, names);

@@ -99,13 +99,17 @@ describe("the collision key", () => {
     [forearm({ type: "cone" }, { type: "box" }), "shape 2: center"],
     [place({ type: "plane", name: "t", point: [0, 0, 0], normal: [0, 0, 0] }), "environment 't': normal"],
     [place({ ...box, name: "" }), "environment[0]: name"],
-    [place({ ...box, name: "base_link" }), "unique"],
+    [{ ...forearm(capsule), environment: [{ ...box, name: "forearm_link" }] }, "unique"],
     [place({ ...box, name: "crate" }, { ...box, name: "crate" }), "unique"],
     [{ margin: 0, allowed: [["a"]] }, "allowed[0]"],
     ["collision", "must be a JSON object"],
   ])("refuses a malformed one, naming what is wrong (%#)", (value, words) => {
     expect(() => parseCollision(value, LINKS)).toThrow(CollisionError);
     expect(() => parseCollision(value, LINKS)).toThrow(words);
+  });
+
+  it("lets an object share the name of a link without shapes (as armd does)", () => {
+    expect(parseCollision(place({ ...box, name: "tool0" }), LINKS).environment[0]?.name).toBe("tool0");
   });
 
   it("leaves out shapes and objects of a type it does not know, saying so", () => {
