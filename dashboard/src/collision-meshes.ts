@@ -33,8 +33,9 @@ export interface CollisionDrawn {
   highlighted: string[];
 }
 
-function translucent(colour: number, opacity: number): THREE.MeshStandardMaterial {
-  // depthWrite off: translucent shapes never hide one another or the arm behind them.
+function translucent(colour: number, opacity: number, behind = false): THREE.MeshStandardMaterial {
+  // depthWrite off: translucent shapes never hide one another or the arm behind them. `behind`:
+  // a hair further than it is, for a plane's square on the floor grid it usually coincides with.
   return new THREE.MeshStandardMaterial({
     color: colour,
     transparent: true,
@@ -42,6 +43,7 @@ function translucent(colour: number, opacity: number): THREE.MeshStandardMateria
     depthWrite: false,
     side: THREE.DoubleSide,
     roughness: 0.7,
+    ...(behind ? { polygonOffset: true, polygonOffsetFactor: 1, polygonOffsetUnits: 1 } : {}),
   });
 }
 
@@ -64,20 +66,16 @@ export class CollisionMeshes {
   private readonly materials = {
     link: translucent(LINK_COLOUR, 0.28),
     obstacle: translucent(OBSTACLE_COLOUR, 0.35),
-    plane: translucent(PLANE_COLOUR, 0.25),
+    plane: translucent(PLANE_COLOUR, 0.25, true),
     keepIn: new THREE.LineBasicMaterial({ color: KEEP_IN_COLOUR }),
     highlight: translucent(HIGHLIGHT_COLOUR, 0.75),
-    highlightPlane: translucent(HIGHLIGHT_COLOUR, 0.35),
+    highlightPlane: translucent(HIGHLIGHT_COLOUR, 0.35, true),
     highlightLine: new THREE.LineBasicMaterial({ color: HIGHLIGHT_COLOUR }),
   };
   private shown = false;
 
   /** `reach`: the arm's reach (m), which sizes a plane's square. */
   constructor(collision: CollisionModel, reach: number) {
-    // A plane's square sits a hair behind the floor grid it usually coincides with.
-    for (const material of [this.materials.plane, this.materials.highlightPlane]) {
-      Object.assign(material, { polygonOffset: true, polygonOffsetFactor: 1, polygonOffsetUnits: 1 });
-    }
     for (const [link, shapes] of collision.links) {
       const body = this.body(link);
       for (const shape of shapes) this.add(body, this.shapeMesh(shape), shapeFrame(shape));
