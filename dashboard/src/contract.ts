@@ -1,6 +1,7 @@
 // armd's MQTT contract as the dashboard reads it (docs/mqtt.md): topic names, the shapes of the
 // messages it receives, and checks that turn a malformed message into an error naming the field
 // instead of a broken view.
+import { type CollisionHold, type CollisionModel, parseCollision, parseHold } from "./collision";
 import { KinematicModel } from "./kinematics";
 
 export const PREFIX = "armd";
@@ -37,6 +38,8 @@ export interface State {
   missed_ticks: number;
   joints: Record<string, JointState>;
   tcp: { link: string; position: [number, number, number]; orientation: [number, number, number, number] };
+  /** A stream holds in front of a collision (absent otherwise, or when malformed). */
+  collision_hold?: CollisionHold;
 }
 
 export type StatusName = "accepted" | "rejected" | "succeeded" | "aborted" | "preempted";
@@ -73,6 +76,10 @@ export interface ArmModel {
   gripper: Gripper | null;
   loopHz: number;
   telemetryHz: number;
+  /** The collision model (its `collision` key), or null without one or when it is malformed. */
+  collision: CollisionModel | null;
+  /** Why the collision model is not drawn, or not all of it (null: nothing to say). */
+  collisionNotice: string | null;
 }
 
 /** A message that does not follow the contract; names the topic and the field. */
@@ -122,6 +129,10 @@ export function parseState(payload: Uint8Array | string): State {
   object(data.tcp, "state: tcp");
   string(data, "mode", "state");
   number(data, "missed_ticks", "state");
+  // A malformed hold is dropped rather than the state refused: the state is what the page shows.
+  const hold = parseHold(data.collision_hold);
+  if (hold) data.collision_hold = hold;
+  else delete data.collision_hold;
   return data as unknown as State;
 }
 
@@ -171,6 +182,7 @@ export function parseModel(payload: Uint8Array | string): ArmModel {
     throw new ContractError(`model: model: ${(error as Error).message}`);
   }
   return {
+    ...collisionOf(data.collision, kinematics),
     name: string(data, "name", "model"),
     root: string(data, "root", "model"),
     toolLink: string(data, "tool_link", "model"),
@@ -182,4 +194,19 @@ export function parseModel(payload: Uint8Array | string): ArmModel {
     loopHz: number(data, "loop_hz", "model"),
     telemetryHz: number(data, "telemetry_hz", "model"),
   };
+}
+
+/** The model's collision key, parsed; a malformed one is left out with a notice saying why (the
+ * arm is still drawn and driven: the daemon checks collisions, the page only shows them). */
+function collisionOf(value: unknown, kinematics: KinematicModel): Pick<ArmModel, "collision" | "collisionNotice"> {
+  if (value === undefined || value === null) return { collision: null, collisionNotice: null };
+  try {
+    const collision = parseCollision(value, new Set(kinematics.links.map((link) => link.name)));
+    const skipped = collision.skipped;
+    const notice = skipped.length > 0 ? `not drawn (a type this page does not know): ${skipped.join("; ")}` : null;
+    return { collision, collisionNotice: notice };
+  } catch (error) {
+    const notice = `the collision model is malformed, not drawn: ${(error as Error).message}`;
+    return { collision: null, collisionNotice: notice };
+  }
 }

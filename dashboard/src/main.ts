@@ -7,11 +7,13 @@ import {
   type ArmModel,
   type ArmTopic,
   type State,
+  type Status,
   parseFault,
   parseModel,
   parseState,
   parseStatus,
 } from "./contract";
+import type { CollisionDrawn } from "./collision-meshes";
 import { byId } from "./dom";
 import {
   ESTOP_ENGAGE,
@@ -26,18 +28,21 @@ import {
   stopGoal,
 } from "./goals";
 import { ArmList } from "./panels/arms";
+import { CollisionPanel } from "./panels/collision";
 import { Controls } from "./panels/controls";
 import { JointsPanel } from "./panels/joints";
 import { StatusPanel } from "./panels/status";
 import { ArmView } from "./scene";
 import { type Settings, loadSettings } from "./settings";
 
-/** Timings for the curious and the browser test: ms since navigation start. */
+/** Timings for the curious and the browser test (ms since navigation start), and what the
+ * latest frame drew of the collision model (null: the arm has none, or no 3D view). */
 interface Metrics {
   connectedAt: number | null;
   modelAt: number | null;
   firstArmFrameAt: number | null;
   states: number;
+  collision: CollisionDrawn | null;
 }
 
 declare global {
@@ -47,12 +52,13 @@ declare global {
 }
 
 class Dashboard {
-  readonly metrics: Metrics = { connectedAt: null, modelAt: null, firstArmFrameAt: null, states: 0 };
+  readonly metrics: Metrics = { connectedAt: null, modelAt: null, firstArmFrameAt: null, states: 0, collision: null };
   private readonly view = Dashboard.createView();
   private readonly arms = new ArmList();
   private readonly status = new StatusPanel();
   private readonly joints = new JointsPanel();
   private readonly controls = new Controls();
+  private readonly collision = new CollisionPanel();
   private readonly connection = new Connection({
     status: (text, connected) => this.connectionChanged(text, connected),
     availability: (arm, online) => {
@@ -78,6 +84,8 @@ class Dashboard {
     this.controls.onGripper = (position) => this.send(() => gripperGoal(position, this.controls.speed));
     this.controls.onTargetShown = (visible, mode) => this.view?.showTarget(visible, mode);
     this.controls.onTargetFromTcp = () => this.targetAtTcp();
+    this.collision.onShown = (shown) => this.view?.showCollision(shown);
+    this.collision.onHighlight = (names) => this.view?.highlight(names);
     this.controls.onTargetSend = () => {
       if (!this.view) return;
       const request = this.controls.request(this.view.targetPose());
@@ -88,6 +96,9 @@ class Dashboard {
       this.view.onTargetMoved = (pose) => this.controls.showTarget(pose);
       this.view.onArmDrawn = () => {
         this.metrics.firstArmFrameAt ??= performance.now();
+      };
+      this.view.onCollisionDrawn = (drawn) => {
+        this.metrics.collision = drawn;
       };
     }
     byId("stop").addEventListener("click", () => this.send(() => stopGoal()));
@@ -155,6 +166,7 @@ class Dashboard {
     byId("arm-name").textContent = arm;
     this.setModel(null);
     this.status.reset();
+    this.collision.reset();
     this.connection.watch(arm);
   }
 
@@ -164,7 +176,7 @@ class Dashboard {
       if (topic === "state") this.showState(parseState(payload));
       else if (topic === "model") this.setModel(parseModel(payload));
       else if (topic === "fault") this.status.showFault(parseFault(payload));
-      else this.status.showStatus(parseStatus(payload));
+      else this.showStatus(parseStatus(payload));
     } catch (error) {
       this.status.refused(`a malformed ${topic} message`, (error as Error).message);
     }
@@ -172,9 +184,10 @@ class Dashboard {
 
   private setModel(model: ArmModel | null): void {
     this.model = model;
-    this.view?.setModel(model?.kinematics ?? null, model?.toolLink);
+    this.view?.setModel(model?.kinematics ?? null, model?.toolLink, model?.collision ?? null);
     this.joints.build(model);
     this.controls.build(model);
+    this.collision.build(model);
     if (model) this.metrics.modelAt ??= performance.now();
     if (model && this.state) this.showState(this.state);
   }
@@ -183,12 +196,18 @@ class Dashboard {
     this.state = state;
     this.metrics.states += 1;
     this.status.showState(state);
+    this.collision.state(state);
     const reach = this.arm ? this.arms.reach(this.arm) : "online";
     if (reach !== "online") this.status.showMode(reach); // a down bridge outranks a late state
     if (!this.model) return;
     this.joints.update(state);
     const positions = Object.fromEntries(Object.entries(state.joints).map(([j, s]) => [j, s.position]));
     this.view?.setPoses(this.model.kinematics.fkAll(positions));
+  }
+
+  private showStatus(status: Status): void {
+    this.status.showStatus(status);
+    this.collision.status(status);
   }
 
   private targetAtTcp(): void {
@@ -218,6 +237,7 @@ class Dashboard {
       return;
     }
     this.status.sentGoal(goal.id, describe(goal));
+    this.collision.goalSent();
     this.connection.publish(this.arm, "goal", goal).catch((error: Error) => {
       this.status.refused(describe(goal), error.message);
     });

@@ -1,10 +1,13 @@
 // The 3D view (three.js): the arm drawn from its kinematic tree as simple shapes — a grey rod
 // between consecutive joint frames, a coloured cylinder along each joint's axis — posed by the
 // forward kinematics of the measured state, a TCP marker, and a draggable Cartesian target
-// (TransformControls). Rendering is on demand: a frame is drawn when something changed.
+// (TransformControls), and the collision model (collision-meshes.ts) when there is one. Rendering
+// is on demand: a frame is drawn when something changed.
 import * as THREE from "three";
 import { OrbitControls } from "three/examples/jsm/controls/OrbitControls.js";
 import { TransformControls } from "three/examples/jsm/controls/TransformControls.js";
+import type { CollisionModel } from "./collision";
+import { type CollisionDrawn, CollisionMeshes } from "./collision-meshes";
 import type { KinematicModel, Transform, Vec3 } from "./kinematics";
 
 THREE.Object3D.DEFAULT_UP.set(0, 0, 1); // robot frames are z-up (three.js defaults to y-up)
@@ -122,9 +125,11 @@ function webgl2(canvas: HTMLCanvasElement): WebGL2RenderingContext {
 
 export class ArmView {
   readonly canvas: HTMLCanvasElement;
-  /** Called when the target is dragged (with its new pose), and once a frame shows an arm. */
+  /** Called when the target is dragged (with its new pose), once a frame shows an arm, and after
+   * every frame with what it drew of the collision model (null: the arm has none). */
   onTargetMoved: (pose: TargetPose) => void = () => {};
   onArmDrawn: () => void = () => {};
+  onCollisionDrawn: (drawn: CollisionDrawn | null) => void = () => {};
   private readonly renderer: THREE.WebGLRenderer;
   private readonly scene = new THREE.Scene();
   private readonly camera = new THREE.PerspectiveCamera(45, 1, 0.01, 100);
@@ -132,6 +137,9 @@ export class ArmView {
   private readonly gizmo: TransformControls;
   private readonly target = new THREE.Group();
   private arm: ArmMeshes | null = null;
+  private collision: CollisionMeshes | null = null;
+  private collisionShown = false;
+  private highlighted: readonly string[] = [];
   private pending = false;
   private armDrawn = false;
 
@@ -176,19 +184,32 @@ export class ArmView {
     this.resize(container);
   }
 
-  /** Draw a new arm (null: none), framed by the camera. */
-  setModel(model: KinematicModel | null, toolLink = ""): void {
+  /** Draw a new arm (null: none) and its collision model (null: none), framed by the camera. */
+  setModel(model: KinematicModel | null, toolLink = "", collision: CollisionModel | null = null): void {
     if (this.arm) {
       this.scene.remove(this.arm.root);
       this.arm.dispose();
       this.arm = null;
     }
+    if (this.collision) {
+      this.scene.remove(this.collision.root);
+      this.collision.dispose();
+      this.collision = null;
+    }
     this.armDrawn = false;
     if (model) {
       const reach = this.reach(model);
+      const rest = model.fkAll({});
       this.arm = new ArmMeshes(model, toolLink, Math.max(0.25, Math.min(1, reach)));
-      this.arm.update(model.fkAll({}));
+      this.arm.update(rest);
       this.scene.add(this.arm.root);
+      if (collision) {
+        this.collision = new CollisionMeshes(collision, reach);
+        this.collision.update(rest);
+        this.collision.setShown(this.collisionShown);
+        this.collision.setHighlighted(this.highlighted);
+        this.scene.add(this.collision.root);
+      }
       this.orbit.target.set(0, 0, reach * 0.4);
       this.camera.position.set(1.6 * reach, -1.9 * reach, 1.2 * reach);
       this.orbit.update();
@@ -199,6 +220,21 @@ export class ArmView {
   /** Pose the arm (the links' transforms from the FK of the measured state). */
   setPoses(poses: Map<string, Transform>): void {
     this.arm?.update(poses);
+    this.collision?.update(poses);
+    this.requestRender();
+  }
+
+  /** Show the collision model's shapes and environment (highlighted bodies show regardless). */
+  showCollision(shown: boolean): void {
+    this.collisionShown = shown;
+    this.collision?.setShown(shown);
+    this.requestRender();
+  }
+
+  /** Draw these bodies (links, environment objects) highlighted: a colliding pair. */
+  highlight(names: readonly string[]): void {
+    this.highlighted = names;
+    this.collision?.setHighlighted(names);
     this.requestRender();
   }
 
@@ -243,6 +279,7 @@ export class ArmView {
     requestAnimationFrame(() => {
       this.pending = false;
       this.renderer.render(this.scene, this.camera);
+      this.onCollisionDrawn(this.collision?.drawn() ?? null);
       if (this.arm && !this.armDrawn) {
         this.armDrawn = true;
         this.onArmDrawn();

@@ -16,6 +16,7 @@ docs/images/ (shown in the README and docs/dashboard.md); otherwise they go to t
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import secrets
@@ -314,6 +315,158 @@ def test_the_gripper_buttons_open_and_close_it(ui: Dashboard) -> None:
         state = probe.wait_state(at_rest, what="the arm at rest")
         assert abs(joint_positions(state)[joint] - position) < 0.005
     expect(ui.page.locator("#statuses li").first).to_contain_text("succeeded gripper close")
+
+
+# The `collision` key of `model` (docs/mqtt.md#model) for the UR5 as armd makes it
+# (kinematics.collision's CollisionModel.to_dict of config/collision/ur5.yaml), with a keep-out
+# box and the workspace besides the table. Published by the test where the daemon's model has
+# none (a config without a collision section).
+UR5_COLLISION: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "data" / "ur5_collision.json").read_text(encoding="utf-8")
+)
+
+# What the latest frame drew of the collision model (window.armdDashboard.collision), once `done`.
+COLLISION_DRAWN = (
+    "(done) => { const c = window.armdDashboard.collision; return done(c) ? c : null; }"
+)
+# Pixels of the 3D view in the highlight's red.
+RED_PIXELS = """() => {
+    const canvas = document.querySelector('#view canvas');
+    const copy = document.createElement('canvas');
+    copy.width = canvas.width; copy.height = canvas.height;
+    const context = copy.getContext('2d');
+    context.drawImage(canvas, 0, 0);
+    const data = context.getImageData(0, 0, copy.width, copy.height).data;
+    let red = 0;
+    for (let i = 0; i < data.length; i += 4) {
+        const [r, g, b] = [data[i], data[i + 1], data[i + 2]];
+        if (r > 90 && r > 2 * g && r > 2 * b) red++;
+    }
+    return red;
+}"""
+
+
+def _drawn(page: Page, done: str) -> dict[str, Any]:
+    """What the page drew of the collision model, once the JavaScript predicate `done` holds."""
+    handle = page.wait_for_function(f"({COLLISION_DRAWN})({done})", timeout=UI_WAIT_MS, polling=100)
+    drawn: dict[str, Any] = handle.json_value()
+    return drawn
+
+
+def _retain(probe: MqttProbe, topic: str, payload: bytes | str) -> None:
+    """Publish a retained message on the arm's `topic`, as the daemon does `model`."""
+    info = probe.client.publish(probe.prefix + topic, payload, qos=1, retain=True)
+    info.wait_for_publish(WAIT_S)
+    assert info.is_published(), f"publishing on {topic} failed"
+
+
+def test_the_collision_model_is_drawn_and_a_collision_rejection_highlights_its_pair(
+    ui: Dashboard,
+) -> None:
+    """The `collision` key of `model` drawn when toggled (shapes on the links, the environment),
+    a goal rejected for a collision highlights the two bodies it names until the next goal, and
+    a malformed key is left out with a notice (and no console error)."""
+    probe, page = ui.rig.probe, ui.page
+    retained = probe.on("model")[-1].payload  # the daemon's
+    model = json.loads(retained)
+    collision: dict[str, Any] = model.get("collision") or UR5_COLLISION
+    if "collision" not in model:
+        _retain(probe, "model", json.dumps({**model, "collision": collision}))
+    links = {link: len(shapes) for link, shapes in collision["links"].items()}
+    environment = {
+        obj.get("name", "workspace"): obj["type"] for obj in collision.get("environment", [])
+    }
+    try:
+        panel = page.locator("#collision-panel")
+        expect(panel).to_be_visible(timeout=UI_WAIT_MS)
+        expect(panel).to_contain_text(f"on {len(links)} links")
+        expect(page.locator("#collision-notice")).to_be_hidden()
+        drawn = _drawn(page, "(c) => c !== null")
+        assert drawn["links"] == links, drawn
+        assert drawn["environment"] == environment, drawn
+        assert (drawn["shown"], drawn["visible"]) == (False, []), drawn  # off until asked for
+
+        page.locator("#collision-show").check()
+        drawn = _drawn(page, "(c) => c.shown")
+        assert sorted(drawn["visible"]) == sorted([*links, *environment]), drawn
+        page.locator("#collision-show").uncheck()
+        drawn = _drawn(page, "(c) => !c.shown")
+        assert drawn["visible"] == [], drawn
+        red_before = page.evaluate(RED_PIXELS)
+
+        # A goal rejected for a collision (as armd words it): its pair is drawn in red.
+        link = "wrist_3_link" if "wrist_3_link" in links else next(iter(links))
+        other = next(iter(environment), next(name for name in links if name != link))
+        reason = f"collision: {link} with {other} at 43 % of the path (0.004 m inside the margin)"
+        status = {"id": "dash-test-collision", "status": "rejected", "reason": reason}
+        probe.publish("goal/status", json.dumps(status))
+        expect(page.locator("#rejection")).to_contain_text(reason, timeout=UI_WAIT_MS)
+        latest = page.locator("#collision-latest")
+        expect(latest).to_contain_text(reason)
+        expect(latest).to_have_attribute("data-pair", f"{link} {other}")
+        drawn = _drawn(page, "(c) => c.highlighted.length > 0")
+        assert sorted(drawn["highlighted"]) == sorted([link, other]), drawn
+        assert sorted(drawn["visible"]) == sorted([link, other]), drawn  # shown though toggled off
+        red = page.evaluate(RED_PIXELS)
+        assert red > red_before + 500, (red_before, red)
+        page.locator("#collision-show").check()
+        ui.screenshot("dashboard-collision.png")
+        page.locator("#collision-show").uncheck()
+
+        page.locator("#stop").click()  # the next goal: the pair is no longer highlighted
+        drawn = _drawn(page, "(c) => c.highlighted.length === 0")
+        assert drawn["visible"] == [], drawn
+
+        # A malformed collision key: the arm is drawn without it, a notice says why.
+        _retain(probe, "model", json.dumps({**model, "collision": {**collision, "margin": "wide"}}))
+        notice = page.locator("#collision-notice")
+        expect(notice).to_be_visible(timeout=UI_WAIT_MS)
+        expect(notice).to_contain_text('malformed, not drawn: collision: margin: "wide"')
+        expect(page.locator("#collision-show")).to_be_disabled()
+        page.wait_for_function("window.armdDashboard.collision === null", timeout=UI_WAIT_MS)
+        expect(page.locator("#mode")).to_have_text("holding")
+    finally:
+        _retain(probe, "model", retained)
+    if "collision" not in model:  # the daemon's model again: nothing to draw
+        expect(page.locator("#collision-panel")).to_be_hidden(timeout=UI_WAIT_MS)
+        page.wait_for_function("window.armdDashboard.collision === null", timeout=UI_WAIT_MS)
+
+
+def test_a_stream_held_before_a_collision_shows_its_pair(ui: Dashboard) -> None:
+    """`state.collision_hold` turns its pair red and says so over the view while the state
+    carries it. Replayed by the test as another arm (the daemon's states come 25 times a second
+    and carry a hold only when a stream runs into a collision), then the UR5 chosen again."""
+    page, broker = ui.page, ui.rig.broker
+    model = ui.rig.probe.on("model")[-1].json()
+    state = ui.rig.probe.latest_state()
+    replay = MqttProbe(broker.host, broker.port, arm="replayed-arm")
+    try:
+        _retain(replay, "model", json.dumps({**model, "collision": UR5_COLLISION}))
+        _retain(replay, "availability", "online")
+        page.locator('button.arm[data-arm="replayed-arm"]').click()
+        replay.publish("state", json.dumps(state))
+        expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+        _drawn(page, "(c) => c !== null && c.highlighted.length === 0")
+
+        hold = {"pair": ["forearm_link", "table"], "distance": 0.004}
+        replay.publish("state", json.dumps({**state, "mode": "moving", "collision_hold": hold}))
+        banner = page.locator("#collision-hold")
+        expect(banner).to_have_text(
+            "held before a collision: forearm_link with table, 0.004 m", timeout=UI_WAIT_MS
+        )
+        drawn = _drawn(page, "(c) => c.highlighted.length > 0")
+        assert sorted(drawn["highlighted"]) == ["forearm_link", "table"], drawn
+
+        replay.publish("state", json.dumps(state))  # the hold is over
+        expect(banner).to_be_hidden(timeout=UI_WAIT_MS)
+        _drawn(page, "(c) => c.highlighted.length === 0")
+    finally:
+        for topic in ("availability", "model"):
+            _retain(replay, topic, b"")  # no retained arm left for the pages that follow
+        replay.close()
+    page.locator(f'button.arm[data-arm="{ARM}"]').click()
+    expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
+    expect(page.locator("#collision-hold")).to_be_hidden()
 
 
 def test_the_estop_button_stops_the_arm_and_a_rejection_shows_its_reason(ui: Dashboard) -> None:
