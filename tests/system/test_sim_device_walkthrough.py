@@ -5,8 +5,9 @@ example's full joint speed, and a daemon restart on the same simulated devices â
 process loads a core (the machine has two, shared).
 
 What the test changes beyond the printed lines, and why: the broker is one it starts on a free
-port, the lock file is in the test's folder, the model path is absolute, ``realtime_priority`` is
-0 (a test must not run SCHED_FIFO on a shared machine), and the ODrive node ids are random (on
+port, the lock file is in the test's folder, the model path is absolute, the daemon's
+``realtime_priority`` is 0 (the simulated devices run at real-time priority instead, as firmware
+answers: tests/realtime.py), and the ODrive node ids are random (on
 Linux a udp_multicast bus hears every group on its port, so other runs' nodes 0 1 2 would answer
 too) and the multicast group unique. Nothing asserts speed.
 """
@@ -33,6 +34,7 @@ from drivers import DeviceCommand
 from drivers.dynamixel.driver import DynamixelDriver
 from drivers.feetech.driver import FeetechDriver
 from tests.broker import MosquittoBroker
+from tests.realtime import with_sim_priority
 from tests.system.helpers import ROOT, START_S, ArmdProcess, armd_command
 from tests.system.probe import WAIT_S, MqttProbe, joint_positions
 
@@ -64,7 +66,7 @@ def spawn() -> Iterator[Any]:
 
     def start(*args: str) -> subprocess.Popen[str]:
         process = subprocess.Popen(
-            armd_command(*args), cwd=ROOT, stdin=subprocess.DEVNULL,
+            armd_command(*with_sim_priority(args)), cwd=ROOT, stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         processes.append(process)

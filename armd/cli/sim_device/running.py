@@ -9,19 +9,40 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from armd.cli.common import EXIT_OK, Command, guarded
+from armd.cli.common import EXIT_OK, EXIT_USAGE, Command, guarded, say_error
+from armd.control.timing import raise_priority
 from drivers import DriverError
 
-__all__ = ["guarded_kind", "interrupt_on"]
+__all__ = ["add_priority_argument", "guarded_kind", "interrupt_on"]
+
+MAX_PRIORITY = 99  # SCHED_FIFO's range on Linux: 1 ... 99
+
+
+def add_priority_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--realtime-priority",
+        type=int,
+        default=0,
+        metavar="N",
+        help="answer like hardware on a busy machine: SCHED_FIFO at N, 1..99, like the control "
+        "process's realtime_priority (needs root or LimitRTPRIO; default 0: normal priority)",
+    )
 
 
 def guarded_kind(command: Command) -> Command:
     """One-line errors (usage errors prefixed with the device kind); a signal that arrives before
-    the simulation took over its handling ends the command normally."""
+    the simulation took over its handling ends the command normally. The simulation runs at the
+    real-time priority asked for (its threads inherit it), as a device's firmware answers
+    whatever else the robot computer does."""
     inner = guarded(DriverError, OSError, ImportError, context=_context)(command)
 
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
+        priority = getattr(args, "realtime_priority", 0)
+        if not 0 <= priority <= MAX_PRIORITY:
+            say_error(f"sim-device: --realtime-priority: {priority} outside [0, {MAX_PRIORITY}]")
+            return EXIT_USAGE
+        raise_priority(priority, _context(args))
         try:
             return inner(args)
         except KeyboardInterrupt:

@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 
 from armd.cli.common import EXIT_OK, EXIT_USAGE, UsageError, say_error
 from armd.cli.sim_device import cia402_cmd
-from armd.cli.sim_device.running import guarded_kind, interrupt_on
+from armd.cli.sim_device.running import add_priority_argument, guarded_kind, interrupt_on
 from armd.cli.sim_device.sim_device_args import (
     check_ids,
     check_multicast_group,
@@ -371,3 +371,5 @@ def register(subparsers: Any) -> None:
     cia402_cmd.add_parser(kinds)
     _add_dynamixel_parser(kinds)
     _add_feetech_parser(kinds)
+    for kind in kinds.choices.values():
+        add_priority_argument(kind)

@@ -25,6 +25,7 @@ import pytest
 from drivers import DeviceCommand, Driver, Lifecycle
 from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
 from drivers.odrive.driver import ODriveDriver, ODriveParams
+from tests.realtime import with_sim_priority
 
 ROOT = Path(__file__).resolve().parents[3]
 ARMD = [sys.executable, "-m", "armd"]
@@ -42,7 +43,7 @@ def spawn() -> Iterator[Spawn]:
 
     def start(*args: str) -> subprocess.Popen[str]:
         process = subprocess.Popen(
-            [*ARMD, *args],
+            [*ARMD, *with_sim_priority(args)],
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
