@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from armd.config.calibration import read_calibration
+from armd.config.calibration import JointCalibration, read_calibration
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr, counts_to_rad
 from kinematics import load_tree
@@ -40,6 +40,18 @@ SO101 = ROOT / "config" / "so101.yaml"
 COUNT = 2 * math.pi / 4096  # rad
 STOPS = {1: (-0.6, 0.9), 6: (-0.2, 1.4)}  # servo id: its end stops, rad at the shaft
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
+
+
+MODEL_LIMITS = load_tree(SO101.parent / "robots" / "so101.urdf").limits
+
+
+def assert_centred(entry: JointCalibration, joint: str, low: float, high: float) -> None:
+    """The middle of the travel [low, high] (rad at the shaft, gear 1, sign 1) reads the middle of
+    the joint's model limits; the range is the travel around it (each within a count)."""
+    middle = (MODEL_LIMITS[joint].lower + MODEL_LIMITS[joint].upper) / 2
+    half = (high - low) / 2
+    assert entry.offset == pytest.approx(middle - (low + high) / 2, abs=COUNT)
+    assert entry.range == pytest.approx([middle - half, middle + half], abs=COUNT)
 
 
 @pytest.fixture
@@ -102,8 +114,7 @@ def test_an_so101_on_simulated_feetech_servos(
     for joint, servo_id in (("shoulder_pan", 1), ("gripper", 6)):
         low, high = STOPS[servo_id]
         entry = file.joints[joint]
-        assert entry.offset == pytest.approx(-(low + high) / 2, abs=COUNT)
-        assert entry.range == pytest.approx([-(high - low) / 2, (high - low) / 2], abs=COUNT)
+        assert_centred(entry, joint, low, high)
         assert entry.device_id == servo_id
 
 
@@ -155,9 +166,9 @@ def test_the_readme_so101_calibrates_its_gripper_into_its_end_stops(
     confirm(t)
     assert "warning" not in t.output, t.output[-3000:]
     entry = read_calibration(readme_so101.with_name("so101.calibration.yaml"))[0].joints["gripper"]
-    assert entry.offset == pytest.approx(-(limit.lower + limit.upper) / 2, abs=COUNT)
-    half = (limit.upper - limit.lower) / 2
-    assert entry.range == pytest.approx([-half, half], abs=COUNT)
+    assert_centred(entry, "gripper", limit.lower, limit.upper)
+    # the gripper's travel is its model range, so it reads its model limits: open and closed fit
+    assert entry.range == pytest.approx([limit.lower, limit.upper], abs=COUNT)
 
 
 def test_the_readme_so101_calibrates_every_joint(
@@ -179,9 +190,7 @@ def test_the_readme_so101_calibrates_every_joint(
     file, _ = read_calibration(readme_so101.with_name("so101.calibration.yaml"))
     assert set(file.joints) == set(JOINTS)
     for joint, entry in file.joints.items():
-        low, high = ends[joint]
-        assert entry.offset == pytest.approx(-(low + high) / 2, abs=COUNT)
-        assert entry.range == pytest.approx([-(high - low) / 2, (high - low) / 2], abs=COUNT)
+        assert_centred(entry, joint, *ends[joint])
 
 
 def test_a_servo_without_end_stops_ends_its_travel_at_its_range(
@@ -209,8 +218,7 @@ def test_a_servo_without_end_stops_ends_its_travel_at_its_range(
     t.line("y")
     assert t.wait() == 0
     entry = read_calibration(config.with_name("so101.calibration.yaml"))[0].joints["gripper"]
-    assert entry.offset == pytest.approx(-(low + high) / 2, abs=COUNT)
-    assert entry.range == pytest.approx([-(high - low) / 2, (high - low) / 2], abs=COUNT)
+    assert_centred(entry, "gripper", low, high)
 
 
 def test_position_limits_narrowed_by_lerobot_end_the_travel_there(
