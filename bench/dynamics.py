@@ -21,15 +21,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from kinematics import load_tree
-
 # bench/ holds scripts named like packages (kinematics.py, drivers.py): import the packages with
 # this folder off the path, then put it back for the sibling bench modules.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import numpy as np  # noqa: E402
 
-from kinematics import ConstantMotor, Inertial, JointMotor, KinematicTree, Link  # noqa: E402
+from kinematics import ConstantMotor, Inertial, JointMotor, KinematicTree, Link, load_tree  # noqa: E402
 from kinematics.dynamics import Dynamics  # noqa: E402
 
 sys.path.append(str(_HERE))

@@ -16,15 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from kinematics import load_tree, solve_ik
-
 # This script shares its name with the `kinematics` package: import the package with this folder
 # off the path, then put the folder back for the sibling bench modules.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import numpy as np  # noqa: E402
 
-from kinematics import KinematicTree  # noqa: E402
+from kinematics import KinematicTree, load_tree, solve_ik  # noqa: E402
 from kinematics.ik import IKOptions  # noqa: E402
 
 sys.path.append(str(_HERE))

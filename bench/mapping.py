@@ -19,15 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from kinematics import load_tree
-
 # This folder holds scripts named like the packages (kinematics.py): import the packages with it
 # off the path, then put it back for the sibling bench modules.
 _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import numpy as np  # noqa: E402
 
-from kinematics import KinematicTree  # noqa: E402
+from kinematics import KinematicTree, load_tree  # noqa: E402
 from kinematics.mapping import map_chain, rotation_about_axis, rotation_family  # noqa: E402
 
 sys.path.append(str(_HERE))
