@@ -71,6 +71,8 @@ class Obj(enum.IntEnum):
     TARGET_POSITION = 0x607A
     SOFTWARE_POSITION_LIMIT = 0x607D  # :1 min, :2 max
     ENCODER_RESOLUTION = 0x608F  # :1 increments, :2 motor revolutions
+    GEAR_RATIO = 0x6091  # :1 motor revolutions, :2 driving shaft revolutions
+    FEED_CONSTANT = 0x6092  # :1 feed (position units), :2 driving shaft revolutions
     VELOCITY_OFFSET = 0x60B1
     TORQUE_OFFSET = 0x60B2
     INTERPOLATION_PERIOD = 0x60C2  # :1 value, :2 index (10^index s)

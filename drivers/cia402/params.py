@@ -43,7 +43,8 @@ class CiA402DeviceParams(BaseModel):
         CiA 402 EDS shipped with armd (`drivers/cia402/cia402_drive.eds`), which maps the PDOs
         itself. With a vendor EDS whose PDO mapping is read-only, the drive's fixed mapping is
         read and used when it carries the objects the driver needs.
-    counts_per_rev: position increments per motor revolution; None: read from 0x608F.
+    counts_per_rev: position units per motor revolution; None: read from the drive (its factor
+        group, 0x6092 feed constant over 0x6091 gear ratio, where it has one; else 0x608F).
     torque_limit: N·m at the motor, written to 0x6072 in per mille of the rated torque 0x6076;
         None: the drive's own.
     following_error_window: rad, written to 0x6065; None: the drive's own.

@@ -78,9 +78,7 @@ class SimulatedDrive:
         self.lock = threading.RLock()
         self.node = canopen.LocalNode(config.node_id, canopen.import_od(str(eds), config.node_id))
         od = self.node.object_dictionary
-        self.counts_per_rev = int(_default(od, Obj.ENCODER_RESOLUTION, 1)) // int(
-            _default(od, Obj.ENCODER_RESOLUTION, 2)
-        )
+        self.counts_per_rev = _position_units_per_rev(od)
         motor = dataclasses.replace(config.motor, counts_per_rev=self.counts_per_rev)
         self.motor = SimulatedMotor(motor, clock, seed=config.seed)
         self.faults = SimDriveFaults()
@@ -368,6 +366,15 @@ def _entry(od: canopen.ObjectDictionary, index: int, subindex: int) -> ODVariabl
     if isinstance(obj, ODRecord | ODArray):
         return obj[subindex]
     return obj
+
+
+def _position_units_per_rev(od: canopen.ObjectDictionary) -> int:
+    """The drive's position units per motor revolution: its factor group (0x6092 feed constant
+    over 0x6091 gear ratio) where the EDS has one, else its encoder increments (0x608F)."""
+    if Obj.GEAR_RATIO in od and Obj.FEED_CONSTANT in od:
+        feed = _default(od, Obj.FEED_CONSTANT, 1) / _default(od, Obj.FEED_CONSTANT, 2)
+        return round(feed * _default(od, Obj.GEAR_RATIO, 2) / _default(od, Obj.GEAR_RATIO, 1))
+    return _default(od, Obj.ENCODER_RESOLUTION, 1) // _default(od, Obj.ENCODER_RESOLUTION, 2)
 
 
 def _default(od: canopen.ObjectDictionary, index: int, subindex: int) -> int:

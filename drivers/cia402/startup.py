@@ -138,6 +138,21 @@ def _check_identity(record: DriveRecord) -> None:
         )
 
 
+def _factor_group(record: DriveRecord) -> float:
+    """Position units per motor revolution from the drive's factor group: the feed constant
+    (0x6092: position units per driving shaft revolution) over the gear ratio (0x6091: motor
+    revolutions per driving shaft revolution). Positions, velocities and limits are exchanged in
+    these units, not in encoder increments, on a drive that has the two objects."""
+    motor_revs, shaft_revs = _read(record, Obj.GEAR_RATIO, 1), _read(record, Obj.GEAR_RATIO, 2)
+    feed, feed_revs = _read(record, Obj.FEED_CONSTANT, 1), _read(record, Obj.FEED_CONSTANT, 2)
+    if min(motor_revs, shaft_revs, feed, feed_revs) <= 0:
+        raise StartupError(
+            f"{record.label}: 6091:01/02 gear ratio {motor_revs}:{shaft_revs}, 6092:01/02 feed "
+            f"constant {feed}/{feed_revs}: every term must be > 0 (or set counts_per_rev)"
+        )
+    return feed / feed_revs * shaft_revs / motor_revs
+
+
 def _configure_objects(record: DriveRecord, bus: CiA402Params) -> None:
     p = record.params
     if p.counts_per_rev is not None:
@@ -151,6 +166,8 @@ def _configure_objects(record: DriveRecord, bus: CiA402Params) -> None:
                 f"{revolutions}: set counts_per_rev"
             )
         record.counts_per_rev = increments / revolutions
+        if _has(record, Obj.GEAR_RATIO) and _has(record, Obj.FEED_CONSTANT):
+            record.counts_per_rev = _factor_group(record)
     _write(record, Obj.MODES_OF_OPERATION, 0, MODE_CSP)
     if bus.loop_period_s is None:
         raise StartupError(f"{record.label}: 60C2: no loop period given (loop_period_s)")

@@ -15,6 +15,7 @@ import asyncio
 import math
 import re
 import uuid
+from pathlib import Path
 
 import can
 import pytest
@@ -22,7 +23,8 @@ import pytest
 from drivers import load_driver_class
 from drivers.cia402.driver import CiA402Driver
 from drivers.cia402.objects import State
-from drivers.cia402.sim import SimulatedCiA402Bus
+from drivers.cia402.sim import SimulatedCiA402Bus, SimulatedDrive
+from drivers.cia402.sim_drive import EDS_PATH
 from drivers.errors import DeviceFaultError, DriverTimeoutError
 from tests.drivers.cia402_rig import (
     COUNTS,
@@ -338,3 +340,63 @@ async def test_every_frame_the_driver_sends_is_a_cia301_service(channel: str) ->
 
 async def _faulted(driver: CiA402Driver, name: str) -> bool:
     return (await tick(driver, {}))[name].fault is not None
+
+
+def factor_group_eds(tmp_path: Path, gear: tuple[int, int], feed: tuple[int, int]) -> Path:
+    """The shipped EDS with a factor group: 0x6091 gear ratio (motor : driving shaft revolutions)
+    and 0x6092 feed constant (position units per driving shaft revolutions)."""
+
+    def record(index: int, name: str, subs: tuple[str, str], values: tuple[int, int]) -> str:
+        head = f"[{index:04X}]\nParameterName={name}\nObjectType=0x8\nSubNumber=3\n\n"
+        head += (
+            f"[{index:04X}sub0]\nParameterName=Highest sub-index supported\nObjectType=0x7\n"
+            "DataType=0x0005\nAccessType=const\nDefaultValue=2\nPDOMapping=0\n\n"
+        )
+        for sub, (sub_name, value) in enumerate(zip(subs, values, strict=True), start=1):
+            head += (
+                f"[{index:04X}sub{sub}]\nParameterName={sub_name}\nObjectType=0x7\n"
+                f"DataType=0x0007\nAccessType=rw\nDefaultValue={value}\nPDOMapping=0\n\n"
+            )
+        return head
+
+    text = EDS_PATH.read_text(encoding="utf-8")
+    text += "\n" + record(0x6091, "Gear ratio", ("Motor revolutions", "Shaft revolutions"), gear)
+    text += record(0x6092, "Feed constant", ("Feed", "Shaft revolutions"), feed)
+    path = tmp_path / "factor_group.eds"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def test_a_drive_with_a_factor_group_is_driven_in_its_position_units(
+    channel: str, tmp_path: Path
+) -> None:
+    """Gear 5 : 2 and a feed of 36000 units per 3 shaft revolutions: 4800 position units per motor
+    revolution (CiA 402-2's position factor), not the encoder's 131072 increments."""
+    eds = factor_group_eds(tmp_path, gear=(5, 2), feed=(36000, 3))
+    units_per_rev = 36000 / 3 * 2 / 5
+    drives = [SimulatedDrive(drive_config(i), eds=eds) for i in (1, 2)]
+    devices = {
+        "shoulder": {"node_id": 1, "eds": str(eds)},
+        "elbow": {"node_id": 2, "eds": str(eds)},
+    }
+    async with (
+        simulated(channel, *drives) as sim,
+        CiA402Driver(params(channel, devices=devices)) as driver,
+    ):
+        states = await driver.read()
+        quantum = 2 * math.pi / units_per_rev
+        assert states["shoulder"].position == pytest.approx(START[1], abs=quantum)
+        with sim.drives[1].lock:  # what the drive itself reports on the wire, in its units
+            raw = sim.drives[1].node.sdo[0x6064].raw
+        assert raw == round(START[1] / (2 * math.pi) * units_per_rev)
+        await driver.enable()
+        for k in range(1, 51):
+            await tick(driver, {"shoulder": START[1] + 0.3 * k / 50, "elbow": START[2]})
+
+        async def arrived() -> bool:
+            states = await tick(driver, {"shoulder": START[1] + 0.3, "elbow": START[2]})
+            return abs(states["shoulder"].position - (START[1] + 0.3)) <= 2 * quantum
+
+        await eventually(arrived, "the move in position units")
+        with sim.drives[1].lock:
+            assert sim.drives[1].motor.position == pytest.approx(START[1] + 0.3, abs=2 * quantum)
