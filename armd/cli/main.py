@@ -38,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "model": ("kinematics_cmd", "inspect or convert a kinematic model file"),
     "fk": ("kinematics_cmd", "forward kinematics: the pose of a link at q"),
     "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
+    "dynamics": (
+        "dynamics_cmd",
+        "gravity torques, inverse dynamics and mass matrix of a model at a state",
+    ),
     "calibrate": (
         "calibrate.calibrate_cmd",
         "record each joint's offset and range by hand (torque off)",
