@@ -93,10 +93,14 @@ class DeviceState:
 
 @dataclass(frozen=True, slots=True)
 class DeviceCommand:
-    """A position setpoint and an optional velocity feed-forward (rad, rad/s at the motor shaft)."""
+    """A position setpoint, a velocity feed-forward and a torque feed-forward at the motor shaft
+    (rad, rad/s, N·m; m, m/s, N for linear devices). Drivers whose devices take a torque
+    feed-forward (`Driver.torque_feedforward`) put `torque` on the wire, bounded by the device's
+    torque limit; the others ignore it (the config refuses gravity compensation for them)."""
 
     position: float
     velocity: float = 0.0
+    torque: float = 0.0
 
 
 @dataclass(slots=True)
@@ -149,6 +153,8 @@ class Driver(abc.ABC):
     """
 
     Params: ClassVar[type[DriverParams]]
+    torque_feedforward: ClassVar[bool] = False
+    """Whether `DeviceCommand.torque` reaches the devices (gravity compensation needs it)."""
 
     def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
         self.params = params

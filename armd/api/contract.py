@@ -53,6 +53,7 @@ __all__ = [
     "MODEL",
     "OFFLINE",
     "ONLINE",
+    "PAYLOAD",
     "STATE",
     "STREAM",
     "STREAM_TYPES",
@@ -86,7 +87,8 @@ ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
 STREAM = Topic("stream", inbound=True, qos=0, retain=False)  # loop-rate targets: the newest wins
 MODEL = Topic("model", inbound=False, qos=1, retain=True)  # the arm's description, on connecting
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM, MODEL)
+PAYLOAD = Topic("payload", inbound=True, qos=1, retain=False)  # the load at the tool link
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM, MODEL, PAYLOAD)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -122,6 +124,7 @@ class Topics:
     fault: str
     stream: str
     model: str
+    payload: str
 
     @classmethod
     def for_arm(cls, arm_name: str) -> Topics:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.control.feedforward import TorqueFeedForward
 from armd.control.hardware import ArmHardware
 from armd.control.limiter import SetpointLimiter
 from armd.control.motions import Ended, Motions
@@ -46,6 +47,7 @@ from armd.link.protocol import (
     Shutdown,
     Stop,
     StreamTarget,
+    TorqueMap,
 )
 from armd.motion.trajectory import MotionLimits, Setpoint
 from armd.ratelimit import RateLimiter
@@ -117,6 +119,10 @@ class ControlLoop:
         self._disable_pending = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
         self._sampled: tuple[object, ...] = ()  # the state the last `Sample` carried
+        # a map older than a few samples: the daemon stopped refreshing it
+        self.feedforward = TorqueFeedForward(
+            len(joint_names), max(0.2, 10 * settings.sample_every * settings.period_s)
+        )
 
     # -- commands (applied at the next tick boundary) ---------------------------------------------
 
@@ -126,6 +132,8 @@ class ControlLoop:
             self.motions.take(command)
             if self._enabled and self.commanded is not None:
                 self.motions.prepare(self.commanded, (self.limiter.lower, self.limiter.upper))
+        elif isinstance(command, TorqueMap):
+            self.feedforward.take(command, self.schedule.clock())
         elif isinstance(command, EngageEstop):
             self._estop_request = True
         elif isinstance(command, Reset):
@@ -373,7 +381,8 @@ class ControlLoop:
         self.commanded = Setpoint(position, velocity, acceleration)
         self.motions.log_first_commands(self.tick_count)
         try:
-            await self.hardware.write(position, velocity)
+            torque = self.feedforward.torque(self.commanded, self.schedule.clock())
+            await self.hardware.write(position, velocity, torque)
         except DriverError as exc:
             if self.fault is None:
                 self._latch(Fault("driver_lost", f"writing commands failed: {exc}"))

@@ -16,7 +16,10 @@ Commands (daemon → loop):
 - `StreamTarget`: the newest target of a stream (`armd.control.streaming`), followed each tick by a
   jerk-limited filter from the commanded state until a newer one, the stream's end, its timeout,
   a goal or a stop;
-- `Stop`, `EngageEstop`, `Reset`, `Shutdown`.
+- `Stop`, `EngageEstop`, `Reset`, `Shutdown`;
+- `TorqueMap`: the daemon's linearised inverse dynamics near the commanded state, refreshed at
+  every `Sample`, from which the loop computes each tick's torque feed-forward (gravity
+  compensation; `armd.control.feedforward`).
 
 Events (loop → daemon): `StatusUpdate` (of a goal), `FaultChanged`, `ModeChanged`, `Sample` (the
 loop's state: every `LoopSettings.sample_every` ticks, the telemetry's rate, and at once after a
@@ -60,6 +63,7 @@ __all__ = [
     "Shutdown",
     "Stop",
     "StreamTarget",
+    "TorqueMap",
     "superseded",
 ]
 
@@ -181,7 +185,24 @@ class Shutdown:
     """Bring the arm to rest (its goal aborted), disable and close the drives."""
 
 
-Command = MoveTo | FollowPath | StreamTarget | Stop | EngageEstop | Reset | Shutdown
+@dataclass(frozen=True, slots=True)
+class TorqueMap:
+    """The inverse dynamics of the commanded motion near `position`, linearised by the daemon
+    (q order; N·m and N at the joints; zero rows for joints not compensated)::
+
+        τ(q, q̈) = torque + stiffness @ (q - position) + mass @ q̈
+
+    position: (n,) q0, the commanded position it was computed at, rad or m;
+    torque: (n,) g(q0) + C(q0, q̇0) q̇0; stiffness: (n, n) ∂g/∂q at q0; mass: (n, n) M(q0).
+    """
+
+    position: Array
+    torque: Array
+    stiffness: Array
+    mass: Array
+
+
+Command = MoveTo | FollowPath | StreamTarget | Stop | EngageEstop | Reset | Shutdown | TorqueMap
 
 
 # -- events ----------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ class ODriveDriver(Driver):
     """ODrive axes on one CAN bus. `bus_factory` replaces opening the bus from the params."""
 
     Params = ODriveParams
+    torque_feedforward = True
 
     def __init__(
         self,
@@ -95,7 +96,9 @@ class ODriveDriver(Driver):
         self._p = params
         self._bus_factory = bus_factory or self._make_bus
         self._axes = {
-            name: AxisRecord(name, dev.node_id, dev.direction * dev.scale * TWO_PI)
+            name: AxisRecord(
+                name, dev.node_id, dev.direction * dev.scale * TWO_PI, dev.torque_limit
+            )
             for name, dev in params.devices.items()
         }
         self._by_node = {axis.node_id: axis for axis in self._axes.values()}
@@ -233,7 +236,9 @@ class ODriveDriver(Driver):
                         axis.node_id,
                         command.position / axis.rad_per_turn,
                         command.velocity / axis.rad_per_turn,
+                        axis.torque_ff_nm(command.torque),
                         vel_ff_scale=self._p.vel_ff_scale,
+                        torque_ff_scale=self._p.torque_ff_scale,
                     )
                 )
             except (ValueError, OverflowError) as exc:

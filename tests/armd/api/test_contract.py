@@ -21,6 +21,7 @@ from armd.api.contract import (
     MAX_JOINT_POSITION,
     MIN_SPEED,
     MODEL,
+    PAYLOAD,
     STATE,
     STREAM,
     TOPICS,
@@ -56,9 +57,10 @@ def test_the_topic_table() -> None:
         "armd/arm-1/fault",
         "armd/arm-1/stream",
         "armd/arm-1/model",
+        "armd/arm-1/payload",
     ]
     assert (topics.goal_status, topics.name(GOAL_STATUS)) == ("armd/arm-1/goal/status",) * 2
-    assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP, STREAM]
+    assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP, STREAM, PAYLOAD]
     assert [t for t in TOPICS if t.retain] == [AVAILABILITY, FAULT, MODEL]
     assert STATE.qos == 0
     assert STREAM.qos == 0  # loop-rate targets: a lost one is replaced by the next
