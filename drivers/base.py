@@ -80,7 +80,8 @@ class DeviceState:
     effort: the device's measured effort, when it reports one, else None. Its meaning is the
         driver's: for Feetech servos (`feetech`), the signed load as a fraction of the stall
         torque (Present_Load; -1..1, bounded by the configured torque limit); for MIT-mode
-        actuators (`mit`), the torque the actuator reports, N·m at the motor shaft.
+        actuators (`mit`), the torque the actuator reports, N·m at the motor shaft; for CiA 402
+        drives (`cia402`), the actual torque, N·m at the motor shaft (`Driver.torque_effort`).
     """
 
     position: float
@@ -155,6 +156,9 @@ class Driver(abc.ABC):
     Params: ClassVar[type[DriverParams]]
     torque_feedforward: ClassVar[bool] = False
     """Whether `DeviceCommand.torque` reaches the devices (gravity compensation needs it)."""
+    torque_effort: ClassVar[bool] = False
+    """Whether `DeviceState.effort` is the device's torque, N·m at the motor shaft (contact
+    detection needs it)."""
 
     def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
         self.params = params

@@ -8,6 +8,7 @@ on the joint's side, s.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Self
 
 from pydantic import Field, model_validator
@@ -16,10 +17,12 @@ from armd.config.base import Section
 from armd.config.base import positive as _positive
 from armd.link.messages import MAX_LOAD_COM_M as MAX_PAYLOAD_COM_M
 from armd.link.messages import MAX_LOAD_KG as MAX_PAYLOAD_KG
+from armd.reasons import Loc
+from drivers import load_driver_class
 from kinematics import Inertial
 from kinematics.errors import InertialError
 
-__all__ = ["STANDARD_GRAVITY", "ContactConfig", "PayloadConfig"]
+__all__ = ["STANDARD_GRAVITY", "ContactConfig", "PayloadConfig", "contact_problems"]
 
 STANDARD_GRAVITY = [0.0, 0.0, -9.81]
 """The default gravity acceleration, root frame, m/s² (an arm standing on a floor)."""
@@ -69,3 +72,21 @@ class ContactConfig(Section):
 
     threshold: float = _positive(None, "N·m at the joint (N for a prismatic joint)")
     time_s: float = Field(0.02, ge=0.0, le=1.0, description="how long it must last, s")
+
+
+def contact_problems(
+    joints: Iterable[tuple[str, ContactConfig | None, str, str]],
+) -> list[tuple[Loc, str]]:
+    """The joints, given as (name, contact, driver name, driver type), with ``contact`` whose
+    driver reports no torque (`Driver.torque_effort`)."""
+    problems: list[tuple[Loc, str]] = []
+    for name, contact, driver, kind in joints:
+        if contact is not None and not load_driver_class(kind).torque_effort:
+            problems.append(
+                (
+                    ("joints", name, "contact"),
+                    f"driver {driver!r} (type {kind}) reports no torque: contact detection "
+                    "needs a driver whose devices report theirs (mit, cia402)",
+                )
+            )
+    return problems

@@ -38,6 +38,7 @@ from armd.link.protocol import (
     Event,
     FaultChanged,
     FollowPath,
+    LatchFault,
     MeasuredState,
     ModeChanged,
     MoveTo,
@@ -114,6 +115,7 @@ class ControlLoop:
         )
         self._enabled = False
         self._estop_request = False
+        self._fault_request: Fault | None = None  # a `LatchFault` of the daemon's
         self._reset_request = False
         self._hold_reason: str | None = None
         self._disable_pending = False
@@ -134,6 +136,8 @@ class ControlLoop:
                 self.motions.prepare(self.commanded, (self.limiter.lower, self.limiter.upper))
         elif isinstance(command, TorqueMap):
             self.feedforward.take(command, self.schedule.clock())
+        elif isinstance(command, LatchFault):
+            self._fault_request = Fault(command.code, command.message, command.joint)
         elif isinstance(command, EngageEstop):
             self._estop_request = True
         elif isinstance(command, Reset):
@@ -274,6 +278,9 @@ class ControlLoop:
         if self._estop_request:
             self._estop_request = False
             self._stop_everything(Mode.ESTOP, "e-stop engaged")
+        requested, self._fault_request = self._fault_request, None
+        if requested is not None and self.fault is None and self.mode is not Mode.ESTOP:
+            self._latch(requested)
         if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
             if check.fault.code == "stall" and commanded is not None:
                 joint = self.joint_names.index(check.fault.joint or "")

@@ -177,8 +177,10 @@ class Daemon:
             self.statuses,
             self.bridge.publish_status,
         )
-        self.dynamics = ArmDynamics.of(setup)
-        self._telemetry_every = self.control.setup.loop.sample_every
+        self.dynamics = ArmDynamics.of(
+            setup, self.control.setup.loop.sample_every * self.control.setup.loop.period_s
+        )
+        self._telemetry_every = max(1, round(setup.loop_hz / setup.telemetry_hz))
         self._mode = Mode.INACTIVE
         self._missed_ticks = 0
 
@@ -187,10 +189,8 @@ class Daemon:
     def on_event(self, event: Event) -> None:
         """An event of the control loop (`armd.link.protocol`)."""
         if isinstance(event, Sample):
-            if self.dynamics.compensating:
-                torque_map = self.dynamics.torque_map(event)
-                if torque_map is not None:
-                    self.control.port.send(torque_map)
+            for command in self.dynamics.on_sample(event):
+                self.control.port.send(command)
             if event.tick % self._telemetry_every == 0:
                 self.publish_telemetry(event)
         elif isinstance(event, StatusUpdate):

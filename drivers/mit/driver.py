@@ -73,6 +73,7 @@ class MitDriver(Driver):
 
     Params = MitParams
     torque_feedforward = True
+    torque_effort = True
 
     def __init__(
         self,
