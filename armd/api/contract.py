@@ -161,12 +161,15 @@ def fault_json(fault: Fault) -> dict[str, Any]:
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
     """A ``state`` payload."""
+    commands = telemetry.commands or {}
     return {
         "t": telemetry.t,
         "mode": telemetry.mode.value,
         "missed_ticks": telemetry.missed_ticks,
-        "joints": {  # "effort" only where the device reports one (JSON has no NaN)
-            name: {"position": p, "velocity": v} | ({"effort": e} if math.isfinite(e) else {})
+        "joints": {  # "effort", "command" only where there is one (JSON has no NaN)
+            name: {"position": p, "velocity": v}
+            | ({"effort": e} if math.isfinite(e) else {})
+            | ({"command": c} if math.isfinite(c := commands.get(name, math.nan)) else {})
             for name, (p, v, e) in telemetry.joints.items()
         },
         "tcp": {

@@ -227,6 +227,7 @@ class Daemon:
                 tcp_position=(position[0], position[1], position[2]),
                 tcp_orientation=(orientation[0], orientation[1], orientation[2], orientation[3]),
                 missed_ticks=sample.missed_ticks,
+                commands=dict(zip(setup.tree.joint_names, sample.values[2].tolist(), strict=True)),
             )
         )
         if sample.missed_ticks != self._missed_ticks:

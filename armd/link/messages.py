@@ -98,6 +98,7 @@ class Telemetry:
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]
     missed_ticks: int = 0  # since start: ticks the loop could not run on time
+    commands: Mapping[str, float] | None = None  # name -> commanded position (NaN: none)
 
 
 @dataclass(frozen=True, slots=True)

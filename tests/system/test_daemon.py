@@ -191,6 +191,9 @@ def test_joint_goal_reaches_the_positions(arm: Rig, arm_setup: ArmSetup) -> None
     state = state_after(arm.probe, arm.probe.mark())
     assert max_joint_difference(joint_positions(state), positions) <= JOINT_TOLERANCE, state
     assert at_rest(state, tolerance=0.01), state
+    # each joint's commanded position beside its measured one: at rest, the target
+    commands = {name: joint["command"] for name, joint in state["joints"].items()}
+    assert max_joint_difference(commands, positions) <= 1e-9, state
 
 
 def scheduling_policies(pid: int) -> dict[int, tuple[str, int]]:
