@@ -4,15 +4,15 @@ control loop's gravity compensation evaluates (`armd.link.protocol.TorqueMap`,
 `armd.control.feedforward`) and contact detection (`armd.daemon.contact`), both from the loop's
 samples (`on_sample`).
 
-Per `Sample` (the telemetry's rate, and at once on a change) the daemon linearises the inverse
-dynamics at the loop's commanded state: ``g(q0) + C(q0, q̇0) q̇0``, ``∂g/∂q`` (central differences of
-the gravity torques, 2·dof calls of ~2 µs) and ``M(q0)``, zero for the joints whose driver does not
-compensate (``gravity_compensation``). q order, N·m (N for prismatic joints) at the joints.
+Per `Sample` (the telemetry's rate, or every tick with contact detection, and at once on a
+change) the daemon linearises the inverse dynamics at the loop's commanded state:
+``g(q0) + C(q0, q̇0) q̇0``, ``∂g/∂q`` (central differences of the gravity torques, 2·dof calls of
+~2 µs) and ``M(q0)``, zero for the joints whose driver does not compensate
+(``gravity_compensation``). q order, N·m (N for prismatic joints) at the joints.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,7 +27,6 @@ from kinematics.dynamics import STANDARD_GRAVITY, Dynamics, Payload
 
 __all__ = ["ArmDynamics"]
 
-log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 
 _STEP = 1e-5  # rad (m): the central differences' step; error ~1e-10 of the torques
