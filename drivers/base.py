@@ -81,8 +81,9 @@ class DeviceState:
     effort: the device's measured effort, when it reports one, else None. Its meaning is the
         driver's: for Feetech servos (`feetech`), the signed load as a fraction of the stall
         torque (Present_Load; -1..1, bounded by the configured torque limit); for MIT-mode
-        actuators (`mit`), the torque the actuator reports, N·m at the motor shaft; for the
-        physics-simulated arm (`mujoco`), the torque its actuator applies, N·m at the joint.
+        actuators (`mit`), the torque the actuator reports, N·m at the motor shaft; for CiA 402
+        drives (`cia402`), the actual torque, N·m at the motor shaft (`Driver.torque_effort`); for
+        the physics-simulated arm (`mujoco`), the torque its actuator applies, N·m at the joint.
     """
 
     position: float
@@ -95,10 +96,14 @@ class DeviceState:
 
 @dataclass(frozen=True, slots=True)
 class DeviceCommand:
-    """A position setpoint and an optional velocity feed-forward (rad, rad/s at the motor shaft)."""
+    """A position setpoint, a velocity feed-forward and a torque feed-forward at the motor shaft
+    (rad, rad/s, N·m; m, m/s, N for linear devices). Drivers whose devices take a torque
+    feed-forward (`Driver.torque_feedforward`) put `torque` on the wire, bounded by the device's
+    torque limit; the others ignore it (the config refuses gravity compensation for them)."""
 
     position: float
     velocity: float = 0.0
+    torque: float = 0.0
 
 
 @dataclass(slots=True)
@@ -161,6 +166,11 @@ class Driver(abc.ABC):
     """
 
     Params: ClassVar[type[DriverParams]]
+    torque_feedforward: ClassVar[bool] = False
+    """Whether `DeviceCommand.torque` reaches the devices (gravity compensation needs it)."""
+    torque_effort: ClassVar[bool] = False
+    """Whether `DeviceState.effort` is the device's torque, N·m at the motor shaft (contact
+    detection needs it)."""
 
     def __init__(self, params: DriverParams, *, clock: Clock = time.monotonic) -> None:
         self.params = params

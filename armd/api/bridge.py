@@ -46,6 +46,7 @@ from armd.api.contract import (
     MODEL,
     OFFLINE,
     ONLINE,
+    PAYLOAD,
     STATE,
     STREAM,
     Topics,
@@ -66,6 +67,7 @@ from armd.link.messages import (
     StatusUpdate,
     StreamMessage,
     Telemetry,
+    ToolLoad,
 )
 from armd.ratelimit import RateLimiter, RateLimitFilter
 
@@ -100,6 +102,7 @@ class MqttBridge:
         announcements: Sequence[tuple[str, bytes]] = (),
         rng: random.Random | None = None,
         on_stream: Callable[[StreamMessage | Rejection], None] | None = None,
+        on_load: Callable[[ToolLoad], None] | None = None,
     ) -> None:
         self.settings = settings
         self._announcements = tuple(announcements)
@@ -113,8 +116,13 @@ class MqttBridge:
             on_estop=on_estop,
             reject=self._reject,
             on_stream=on_stream,
+            on_load=on_load,
         )
-        self._inbound_topics = (GOAL, ESTOP) if on_stream is None else (GOAL, ESTOP, STREAM)
+        self._inbound_topics = (
+            (GOAL, ESTOP)
+            + ((STREAM,) if on_stream is not None else ())
+            + ((PAYLOAD,) if on_load is not None else ())
+        )
         self._on_connection_change = on_connection_change
         self._rng = rng if rng is not None else random.Random()
         self._connected = asyncio.Event()

@@ -54,6 +54,7 @@ __all__ = [
     "MODEL",
     "OFFLINE",
     "ONLINE",
+    "PAYLOAD",
     "STATE",
     "STREAM",
     "STREAM_TYPES",
@@ -87,7 +88,8 @@ ESTOP = Topic("estop", inbound=True, qos=1, retain=False)
 FAULT = Topic("fault", inbound=False, qos=1, retain=True)  # empty payload: cleared
 STREAM = Topic("stream", inbound=True, qos=0, retain=False)  # loop-rate targets: the newest wins
 MODEL = Topic("model", inbound=False, qos=1, retain=True)  # the arm's description, on connecting
-TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM, MODEL)
+PAYLOAD = Topic("payload", inbound=True, qos=1, retain=False)  # the load at the tool link
+TOPICS = (AVAILABILITY, STATE, GOAL, GOAL_STATUS, ESTOP, FAULT, STREAM, MODEL, PAYLOAD)
 
 ONLINE = b"online"
 OFFLINE = b"offline"
@@ -123,6 +125,7 @@ class Topics:
     fault: str
     stream: str
     model: str
+    payload: str
 
     @classmethod
     def for_arm(cls, arm_name: str) -> Topics:
@@ -160,13 +163,16 @@ def fault_json(fault: Fault) -> dict[str, Any]:
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
     """A ``state`` payload (``uptime`` when known)."""
     uptime = {} if telemetry.uptime is None else {"uptime": telemetry.uptime}
+    commands = telemetry.commands or {}
     return {
         "t": telemetry.t,
         **uptime,
         "mode": telemetry.mode.value,
         "missed_ticks": telemetry.missed_ticks,
-        "joints": {  # "effort" only where the device reports one (JSON has no NaN)
-            name: {"position": p, "velocity": v} | ({"effort": e} if math.isfinite(e) else {})
+        "joints": {  # "effort", "command" only where there is one (JSON has no NaN)
+            name: {"position": p, "velocity": v}
+            | ({"effort": e} if math.isfinite(e) else {})
+            | ({"command": c} if math.isfinite(c := commands.get(name, math.nan)) else {})
             for name, (p, v, e) in telemetry.joints.items()
         },
         "tcp": {

@@ -5,6 +5,9 @@ What the daemon never sees is answered here with a ``rejected`` status: a payloa
 parse, and a retained goal (it would replay an old command on every reconnect). The e-stop fails
 safe: anything but a well-formed, non-retained reset engages it, whatever went wrong.
 
+A ``payload`` message (the load at the tool link) goes to the daemon parsed; a malformed one is
+answered with ``rejected`` and changes nothing.
+
 Stream messages (``stream``, QoS 0) go to the daemon parsed or as their `Rejection`: the daemon
 answers both, rate-limited (a 250 Hz stream of bad messages must not flood ``goal/status``). A
 retained stream message is dropped with a rate-limited warning: a stale target replayed to every
@@ -18,10 +21,11 @@ from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from armd.api.contract import Topics
+from armd.api.load_payloads import parse_load
 from armd.api.payloads import parse_estop, parse_goal
 from armd.api.session import Message
 from armd.api.stream_payloads import parse_stream
-from armd.link.messages import EstopCommand, Goal, Rejection, StreamMessage
+from armd.link.messages import EstopCommand, Goal, Rejection, StreamMessage, ToolLoad
 from armd.ratelimit import RateLimiter
 
 __all__ = ["Inbound", "call_safely"]
@@ -59,6 +63,7 @@ class Inbound:
         on_estop: Callable[[EstopCommand], None],
         reject: Callable[[str, Rejection], None],
         on_stream: Callable[[StreamMessage | Rejection], None] | None = None,
+        on_load: Callable[[ToolLoad], None] | None = None,
     ) -> None:
         self.topics = topics
         self._joint_order = tuple(joint_names)
@@ -68,6 +73,7 @@ class Inbound:
         self._on_estop = on_estop
         self._reject = reject
         self._on_stream = on_stream
+        self._on_load = on_load
         self._limits = RateLimiter()
 
     def __call__(self, message: Message) -> None:
@@ -86,6 +92,8 @@ class Inbound:
                 self._reject_retained(topic, data)
             elif topic == self.topics.goal:
                 self._deliver_goal(data)
+            elif topic == self.topics.payload and self._on_load is not None:
+                self._deliver_load(data)
         except Exception as exc:
             if self._limits.allow("inbound") is not None:
                 _log.exception("MQTT: failed to handle a message on %s", message.topic)
@@ -107,6 +115,14 @@ class Inbound:
             self._reject(self.topics.goal, goal)
         else:
             call_safely(self._on_goal, goal, self._limits)
+
+    def _deliver_load(self, data: bytes) -> None:
+        """A load at the tool link: applied, or refused with its reason (changing nothing)."""
+        load = parse_load(data)
+        if isinstance(load, Rejection):
+            self._reject(self.topics.payload, load)
+        elif self._on_load is not None:
+            call_safely(self._on_load, load, self._limits)
 
     def _deliver_stream(self, data: bytes, *, retained: bool) -> None:
         if self._on_stream is None:

@@ -28,7 +28,7 @@ from kinematics.limits import JointLimit
 from kinematics.loaders import load_tree, save_tree
 from kinematics.motors import JointMotor, Link
 
-__all__ = ["register"]
+__all__ = ["LINK_HELP", "link_name", "register", "tool_link"]
 
 
 Array = NDArray[np.float64]
@@ -76,7 +76,7 @@ def tool_link(tree: KinematicTree) -> str | None:
     return None
 
 
-def _link_name(tree: KinematicTree, link: str | None) -> str:
+def link_name(tree: KinematicTree, link: str | None) -> str:
     if link is None:
         default = tool_link(tree)
         if default is None:
@@ -242,7 +242,7 @@ def _pose_lines(pose: Pose, degrees: bool) -> list[str]:
 @_guarded
 def _cmd_fk(args: argparse.Namespace) -> int:
     tree = load_tree(args.file)
-    link = _link_name(tree, args.link)
+    link = link_name(tree, args.link)
     q = _joint_vector("--q", args.q, tree)
     pose = tree.fk(q, link)
     outside = [str(v) for v in tree.limits.check(q)]
@@ -276,7 +276,7 @@ def _ik_target(args: argparse.Namespace) -> Pose | Array:
 @_guarded
 def _cmd_ik(args: argparse.Namespace) -> int:
     tree = load_tree(args.file)
-    link = _link_name(tree, args.link)
+    link = link_name(tree, args.link)
     target = _ik_target(args)
     if args.seed is None:
         seed = tree.limits.clamp(np.zeros(tree.dof))
@@ -331,7 +331,7 @@ def _ik_text(tree: KinematicTree, link: str, result: IKResult, pose: Pose, degre
 # -- registration -------------------------------------------------------------------------------
 
 
-_LINK_HELP = (
+LINK_HELP = (
     "the link (default: the end of a serial chain; on a branching model the leaf named like a "
     "tool: tool0, *tcp, *tool, *flange, ee_link, *end_effector)"
 )
@@ -370,7 +370,7 @@ def _add_fk_parser(subparsers: Any) -> None:
         help="joint values in q order (rad, m; see `armd model show`); write negative values "
         "in plain decimals (-0.001, not -1e-3)",
     )
-    fk.add_argument("--link", help=_LINK_HELP)
+    fk.add_argument("--link", help=LINK_HELP)
     fk.add_argument("--json", action="store_true", help="machine-readable output")
     _degrees_argument(fk)
     fk.set_defaults(func=_cmd_fk)
@@ -401,7 +401,7 @@ def _add_ik_parser(subparsers: Any) -> None:
         metavar="Q",
         help="initial joint values (default: zeros clipped into the limits)",
     )
-    ik.add_argument("--link", help=_LINK_HELP)
+    ik.add_argument("--link", help=LINK_HELP)
     ik.add_argument(
         "--time-budget",
         type=float,

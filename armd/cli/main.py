@@ -40,11 +40,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "goal": ("client.client_cmd", "send a goal over MQTT, show its progress, wait for its outcome"),
     "estop": ("client.client_cmd", "engage or reset the e-stop over MQTT"),
     "watch": ("client.client_cmd", "a live view of an arm's state over MQTT"),
+    "payload": ("client.payload_cmd", "set the load at an arm's tool link over MQTT"),
     "record": ("record_cmd", "record an arm's measured state (and its stream) to a CSV file"),
     "replay": ("record_cmd", "replay a recording as a trajectory goal (--dry-run: check only)"),
     "model": ("kinematics_cmd", "inspect or convert a kinematic model file"),
     "fk": ("kinematics_cmd", "forward kinematics: the pose of a link at q"),
     "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
+    "dynamics": (
+        "dynamics_cmd",
+        "gravity torques, inverse dynamics and mass matrix of a model at a state",
+    ),
     "calibrate": (
         "calibrate.calibrate_cmd",
         "record each joint's offset and range by hand (torque off)",

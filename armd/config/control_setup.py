@@ -34,8 +34,13 @@ def control_setup(arm: ArmSetup) -> ControlSetup:
             joint_tolerance=safety.joint_tolerance,
             settle_timeout_s=safety.settle_timeout_s,
             disable_on_fault=safety.on_fault == "disable",
-            # the daemon publishes the telemetry from these samples
-            sample_every=max(1, round(arm.loop_hz / arm.telemetry_hz)),
+            # the daemon publishes the telemetry from these samples; its contact detection
+            # watches every tick's
+            sample_every=(
+                1
+                if any(j.contact is not None for j in arm.config.joints.values())
+                else max(1, round(arm.loop_hz / arm.telemetry_hz))
+            ),
             stream_timeout_s=arm.stream.timeout_s if arm.stream.enabled else None,
         ),
         safety=SafetyThresholds(

@@ -28,6 +28,7 @@ from pydantic import SecretStr, ValidationError
 from armd.config.broker import MqttSettings
 from armd.config.calibration import Calibrated, apply_calibration, position_units
 from armd.config.checks import Problems, cross_check, params_models, resolve_path
+from armd.config.dynamics_schema import contact_problems
 from armd.config.schema import (
     DEFAULT_JERK_PER_ACCELERATION,
     ArmConfig,
@@ -183,6 +184,9 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
     tree = checked.tree.with_limits(limits)
     _check_gripper(config, tree, problems)
     _check_poses(config, tree, problems)
+    kinds = {name: driver.type for name, driver in config.drivers.items()}
+    joints = config.joints.items()
+    problems.extend(contact_problems((n, j.contact, j.driver, kinds[j.driver]) for n, j in joints))
     if problems.items:
         raise problems.error()
     if kernels:

@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails
 from armd import reasons
 from armd.config.base import Section as _Section
 from armd.config.base import positive as _positive
+from armd.config.dynamics_schema import STANDARD_GRAVITY, ContactConfig, PayloadConfig
 from armd.config.leader_schema import LeaderConfig
 from armd.reasons import Loc
 from drivers import DriverError, DriverParams, load_driver_class
@@ -130,6 +131,7 @@ class JointConfig(_Section):
     offset: float = Field(0.0, description="joint position (rad or m) where the motor reads 0")
     limits: LimitsConfig = LimitsConfig()
     stall: StallConfig | None = Field(None, description="stall protection; null: none")
+    contact: ContactConfig | None = Field(None, description="contact detection; null: none")
     calibrated: bool = Field(
         True,
         description="with a calibration file: it must give this joint's offset and range "
@@ -142,6 +144,9 @@ class DriverConfig(_Section):
 
     type: str = Field(description="the driver: sim, odrive, mit, cia402, dynamixel or feetech")
     params: DriverParams = Field(description="the driver's parameters, with its devices")
+    gravity_compensation: bool = Field(
+        False, description="send each device the torque that holds the arm (mit, odrive)"
+    )
 
     @field_validator("type")
     @classmethod
@@ -159,6 +164,17 @@ class DriverConfig(_Section):
         if kind is None:  # the type is invalid and reported; its params cannot be checked
             return DriverParams()
         return load_driver_class(kind).Params.model_validate(value)
+
+    @field_validator("gravity_compensation")
+    @classmethod
+    def _has_torque_input(cls, wanted: bool, info: ValidationInfo) -> bool:
+        kind = info.data.get("type")
+        if wanted and kind is not None and not load_driver_class(kind).torque_feedforward:
+            raise ValueError(
+                f"driver type {kind!r} takes no torque feed-forward: gravity compensation "
+                "needs a driver that does (mit, odrive)"
+            )
+        return wanted
 
 
 class SafetyConfig(_Section):
@@ -286,6 +302,13 @@ class ArmConfig(_Section):
     leader: LeaderConfig | None = Field(
         None, description="as a leader arm for `armd leader` (docs/teleoperation.md); null: none"
     )
+    gravity: list[float] = Field(
+        STANDARD_GRAVITY,
+        min_length=3,
+        max_length=3,
+        description="gravity acceleration in the model's root frame, m/s²",
+    )
+    payload: PayloadConfig | None = Field(None, description="a load at the tool link; null: none")
 
     @field_validator("fixed_joints", "safety", "motion", "stream", "mqtt", "poses", mode="before")
     @classmethod

@@ -196,9 +196,11 @@ class ArmHardware:
             effort=effort,
         )
 
-    async def write(self, position: ArrayLike, velocity: ArrayLike) -> None:
-        """Command every driven joint (positions and velocity feed-forward, q order)."""
-        commands = self.transmission.commands(position, velocity, self._sent)
+    async def write(
+        self, position: ArrayLike, velocity: ArrayLike, torque: ArrayLike | None = None
+    ) -> None:
+        """Command every driven joint (positions, velocity and torque feed-forward; q order)."""
+        commands = self.transmission.commands(position, velocity, self._sent, torque)
         self._sent = commands
         await self._each(
             "write",

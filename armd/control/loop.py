@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.control.feedforward import TorqueFeedForward
 from armd.control.grip import held_reason
 from armd.control.hardware import ArmHardware
 from armd.control.limiter import SetpointLimiter
@@ -38,6 +39,7 @@ from armd.link.protocol import (
     Event,
     FaultChanged,
     FollowPath,
+    LatchFault,
     MeasuredState,
     ModeChanged,
     MoveTo,
@@ -47,6 +49,7 @@ from armd.link.protocol import (
     Shutdown,
     Stop,
     StreamTarget,
+    TorqueMap,
 )
 from armd.motion.trajectory import MotionLimits, Setpoint
 from armd.ratelimit import RateLimiter
@@ -113,11 +116,16 @@ class ControlLoop:
         )
         self._enabled = False
         self._estop_request = False
+        self._fault_request: Fault | None = None  # a `LatchFault` of the daemon's
         self._reset_request = False
         self._hold_reason: str | None = None
         self._disable_pending = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
         self._sampled: tuple[object, ...] = ()  # the state the last `Sample` carried
+        # a map older than a few samples: the daemon stopped refreshing it
+        self.feedforward = TorqueFeedForward(
+            len(joint_names), max(0.2, 10 * settings.sample_every * settings.period_s)
+        )
 
     # -- commands (applied at the next tick boundary) ---------------------------------------------
 
@@ -127,6 +135,10 @@ class ControlLoop:
             self.motions.take(command)
             if self._enabled and self.commanded is not None:
                 self.motions.prepare(self.commanded, (self.limiter.lower, self.limiter.upper))
+        elif isinstance(command, TorqueMap):
+            self.feedforward.take(command, self.schedule.clock())
+        elif isinstance(command, LatchFault):
+            self._fault_request = Fault(command.code, command.message, command.joint)
         elif isinstance(command, EngageEstop):
             self._estop_request = True
         elif isinstance(command, Reset):
@@ -272,6 +284,9 @@ class ControlLoop:
         if self._estop_request:
             self._estop_request = False
             self._stop_everything(Mode.ESTOP, "e-stop engaged")
+        requested, self._fault_request = self._fault_request, None
+        if requested is not None and self.fault is None and self.mode is not Mode.ESTOP:
+            self._latch(requested)
         if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
             if check.fault.code == "stall" and commanded is not None:
                 joint = self.joint_names.index(check.fault.joint or "")
@@ -381,7 +396,8 @@ class ControlLoop:
         self.commanded = Setpoint(position, velocity, acceleration)
         self.motions.log_first_commands(self.tick_count)
         try:
-            await self.hardware.write(position, velocity)
+            torque = self.feedforward.torque(self.commanded, self.schedule.clock())
+            await self.hardware.write(position, velocity, torque)
         except DriverError as exc:
             if self.fault is None:
                 self._latch(Fault("driver_lost", f"writing commands failed: {exc}"))

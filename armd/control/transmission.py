@@ -4,6 +4,7 @@ The convention, for one joint (`Transmission`)::
 
     motor_position = sign * gear_ratio * (joint_position - offset)
     motor_velocity = sign * gear_ratio * joint_velocity
+    motor_torque   = sign * joint_torque / gear_ratio    (the same power on both sides)
 
 - joint side: rad (revolute) or m (prismatic), the model's joint coordinate (``q``);
 - motor side: what the driver reports and accepts, at the motor shaft (rad, or m for linear
@@ -206,18 +207,26 @@ class ArmTransmission:
         q: ArrayLike,
         qd: ArrayLike,
         previous: Mapping[str, Mapping[str, DeviceCommand]] | None = None,
+        torque: ArrayLike | None = None,
     ) -> dict[str, dict[str, DeviceCommand]]:
-        """One `DeviceCommand` per driven joint for joint positions `q` and velocities `qd`
-        (dof,), grouped by driver: ``{driver: {device: command}}``. A command equal to the one in
-        `previous` (an earlier result) is that same object: a joint held still costs no new
-        command each control tick."""
+        """One `DeviceCommand` per driven joint for joint positions `q`, velocities `qd` and
+        torque feed-forward `torque` (dof, N·m or N at the joints; None: 0), grouped by driver:
+        ``{driver: {device: command}}``. A command equal to the one in `previous` (an earlier
+        result) is that same object: a joint held still costs no new command each control
+        tick."""
         positions = self.motor_positions(q).tolist()
         velocities = self.motor_velocities(qd).tolist()
+        torques = (
+            [0.0] * len(self.joints)
+            if torque is None
+            else (np.asarray(torque, dtype=np.float64)[self.driven] / self._scale).tolist()
+        )
         out: dict[str, dict[str, DeviceCommand]] = {}
-        for (driver, device), p, v in zip(self.devices, positions, velocities, strict=True):
+        rows = zip(self.devices, positions, velocities, torques, strict=True)
+        for (driver, device), p, v, t in rows:
             command = previous[driver][device] if previous else None
-            if command is None or command.position != p or command.velocity != v:
-                command = DeviceCommand(p, v)
+            if command is None or (command.position, command.velocity, command.torque) != (p, v, t):
+                command = DeviceCommand(p, v, t)
             out.setdefault(driver, {})[device] = command
         return out
 

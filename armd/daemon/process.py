@@ -40,6 +40,7 @@ from armd.config.control_setup import control_setup
 from armd.config.load import ArmSetup
 from armd.control.loop import SHUTDOWN_STOP_TIMEOUT_S
 from armd.daemon.control_client import ControlClient
+from armd.daemon.dynamics import ArmDynamics
 from armd.daemon.notify import SystemdNotifier
 from armd.errors import ArmdError
 from armd.link.messages import (
@@ -50,6 +51,7 @@ from armd.link.messages import (
     StatusUpdate,
     StreamMessage,
     Telemetry,
+    ToolLoad,
 )
 from armd.link.protocol import (
     EngageEstop,
@@ -67,6 +69,7 @@ from armd.motion.trajectory import MotionLimits
 from armd.planning.goals import GoalPipeline, Gripper, PlanSettings
 from armd.planning.stream_cartesian import CartesianStream
 from armd.planning.stream_input import StreamInput, StreamSettings
+from kinematics import Inertial
 from kinematics.compiled import release_compiler_pages
 from kinematics.ik import IKOptions
 
@@ -143,6 +146,7 @@ class Daemon:
             on_estop=self.estop,
             on_connection_change=self.broker_connection,
             on_stream=self._on_stream,
+            on_load=self._on_load,
             announcements=announcements(setup),
         )
         self.statuses = StatusLedger(self.bridge.publish_status)
@@ -176,7 +180,10 @@ class Daemon:
             self.statuses,
             self.bridge.publish_status,
         )
-        self._telemetry_every = self.control.setup.loop.sample_every
+        self.dynamics = ArmDynamics.of(
+            setup, self.control.setup.loop.sample_every * self.control.setup.loop.period_s
+        )
+        self._telemetry_every = max(1, round(setup.loop_hz / setup.telemetry_hz))
         self._mode = Mode.INACTIVE
         self._missed_ticks = 0
 
@@ -185,6 +192,8 @@ class Daemon:
     def on_event(self, event: Event) -> None:
         """An event of the control loop (`armd.link.protocol`)."""
         if isinstance(event, Sample):
+            for command in self.dynamics.on_sample(event):
+                self.control.port.send(command)
             if event.tick % self._telemetry_every == 0:
                 self.publish_telemetry(event)
         elif isinstance(event, StatusUpdate):
@@ -222,6 +231,7 @@ class Daemon:
                 tcp_orientation=(orientation[0], orientation[1], orientation[2], orientation[3]),
                 missed_ticks=sample.missed_ticks,
                 uptime=max(0.0, sample.t - self.started),
+                commands=dict(zip(setup.tree.joint_names, sample.values[2].tolist(), strict=True)),
             )
         )
         if sample.missed_ticks != self._missed_ticks:
@@ -244,6 +254,12 @@ class Daemon:
 
     def _on_stream(self, message: StreamMessage | Rejection) -> None:
         self.streams.submit(message)
+
+    def _on_load(self, load: ToolLoad) -> None:
+        self.dynamics.set_payload(Inertial(load.mass, load.com, load.inertia))
+        log.info(
+            "payload: %g kg at %s, centre of mass %s m", load.mass, self.setup.tool_link, load.com
+        )
 
     def estop(self, command: EstopCommand) -> None:
         self.control.port.send(EngageEstop() if command.engage else Reset())

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
+    "MAX_LOAD_COM_M",
+    "MAX_LOAD_KG",
     "MAX_MOTION_DURATION_S",
     "EstopCommand",
     "Fault",
@@ -33,6 +35,7 @@ __all__ = [
     "StreamPose",
     "StreamTwist",
     "Telemetry",
+    "ToolLoad",
     "TrajectoryGoal",
 ]
 
@@ -96,6 +99,7 @@ class Telemetry:
     tcp_orientation: tuple[float, float, float, float]
     missed_ticks: int = 0  # since start: ticks the loop could not run on time
     uptime: float | None = None  # s since the daemon started, at the sample (the clock of t)
+    commands: Mapping[str, float] | None = None  # name -> commanded position (NaN: none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,24 @@ class TrajectoryGoal:
 
 
 Goal = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | TrajectoryGoal | StopGoal
+
+
+MAX_LOAD_KG = 1000.0
+"""The heaviest load at the tool link taken (config, MQTT), kg: a bound against typos."""
+
+MAX_LOAD_COM_M = 10.0
+"""The farthest centre of mass of a load taken, m from the tool link's origin, per coordinate."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolLoad:
+    """A rigid load at the tool link (the ``payload`` topic; the config's ``payload``): its mass
+    (kg), centre of mass (m, the tool link's frame) and inertia about the centre of mass (kg·m²,
+    the tool link's axes, ``ixx, ixy, ixz, iyy, iyz, izz``; zeros: a point mass)."""
+
+    mass: float
+    com: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    inertia: tuple[float, float, float, float, float, float] = (0.0,) * 6
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,12 @@ Commands (daemon → loop):
 - `StreamTarget`: the newest target of a stream (`armd.control.streaming`), followed each tick by a
   jerk-limited filter from the commanded state until a newer one, the stream's end, its timeout,
   a goal or a stop;
-- `Stop`, `EngageEstop`, `Reset`, `Shutdown`.
+- `Stop`, `EngageEstop`, `Reset`, `Shutdown`;
+- `LatchFault`: a fault the daemon found (``contact``: the momentum observer), latched by the
+  loop like its own (a controlled stop; cleared by `Reset` once the cause is gone);
+- `TorqueMap`: the daemon's linearised inverse dynamics near the commanded state, refreshed at
+  every `Sample`, from which the loop computes each tick's torque feed-forward (gravity
+  compensation; `armd.control.feedforward`).
 
 Events (loop → daemon): `StatusUpdate` (of a goal), `FaultChanged`, `ModeChanged`, `Sample` (the
 loop's state: every `LoopSettings.sample_every` ticks, the telemetry's rate, and at once after a
@@ -48,6 +53,7 @@ __all__ = [
     "Event",
     "FaultChanged",
     "FollowPath",
+    "LatchFault",
     "LoopPort",
     "MeasuredState",
     "ModeChanged",
@@ -60,6 +66,7 @@ __all__ = [
     "Shutdown",
     "Stop",
     "StreamTarget",
+    "TorqueMap",
     "superseded",
 ]
 
@@ -181,7 +188,44 @@ class Shutdown:
     """Bring the arm to rest (its goal aborted), disable and close the drives."""
 
 
-Command = MoveTo | FollowPath | StreamTarget | Stop | EngageEstop | Reset | Shutdown
+@dataclass(frozen=True, slots=True)
+class TorqueMap:
+    """The inverse dynamics of the commanded motion near `position`, linearised by the daemon
+    (q order; N·m and N at the joints; zero rows for joints not compensated)::
+
+        τ(q, q̈) = torque + stiffness @ (q - position) + mass @ q̈
+
+    position: (n,) q0, the commanded position it was computed at, rad or m;
+    torque: (n,) g(q0) + C(q0, q̇0) q̇0; stiffness: (n, n) ∂g/∂q at q0; mass: (n, n) M(q0).
+    """
+
+    position: Array
+    torque: Array
+    stiffness: Array
+    mass: Array
+
+
+@dataclass(frozen=True, slots=True)
+class LatchFault:
+    """Latch the fault `code` (`armd.link.messages.Fault`) with `message`, naming `joint`
+    (None: the arm), unless a fault or an e-stop is latched already."""
+
+    code: str
+    message: str
+    joint: str | None = None
+
+
+Command = (
+    MoveTo
+    | FollowPath
+    | StreamTarget
+    | Stop
+    | EngageEstop
+    | Reset
+    | Shutdown
+    | TorqueMap
+    | LatchFault
+)
 
 
 # -- events ----------------------------------------------------------------------------------------
@@ -218,9 +262,10 @@ class Sample:
     t: s, the tick's time (`time.monotonic`, the same clock in both processes);
     taken: how many motion commands the loop has taken in (the daemon counts those it sent);
     busy: moving, or a motion command waits for the next tick;
-    values: (6, n) rows: measured position and velocity, commanded position, velocity and
-        acceleration, measured effort (device units); NaN rows while there is no measurement or
-        no command, NaN efforts where the device reports none.
+    values: (7, n) rows: measured position and velocity, commanded position, velocity and
+        acceleration, measured effort (device units), and when each joint's reading was taken
+        (s, the loop's clock; -inf: never); NaN rows while there is no measurement or no
+        command, NaN efforts where the device reports none.
     """
 
     tick: int
@@ -235,13 +280,14 @@ class Sample:
 
     @classmethod
     def initial(cls, dof: int) -> Sample:
-        return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((6, dof), np.nan))
+        return cls(0, 0.0, Mode.INACTIVE, 0, False, False, 0, None, np.full((7, dof), np.nan))
 
     @staticmethod
     def rows(measured: MeasuredState, commanded: Setpoint | None) -> Array:
         """The `values` rows of a measured state and the command (None: no command)."""
-        values = np.full((6, len(measured.position)), np.nan)
+        values = np.full((7, len(measured.position)), np.nan)
         values[0], values[1] = measured.position, measured.velocity
+        values[6] = measured.timestamp
         if measured.effort is not None:
             values[5] = measured.effort
         if commanded is not None:
@@ -271,6 +317,11 @@ class Sample:
     def measured_effort(self) -> Array:
         row: Array = self.values[5]
         return row
+
+    @property
+    def measured_timestamp(self) -> Array | None:
+        """When each joint's reading was taken (s); None in a sample without the row."""
+        return self.values[6] if len(self.values) > 6 else None
 
     @property
     def commanded_velocity(self) -> Array:

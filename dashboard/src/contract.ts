@@ -30,6 +30,8 @@ export interface JointState {
   position: number;
   velocity: number;
   effort?: number;
+  /** The commanded position, while the loop commands the joint. */
+  command?: number;
 }
 
 export interface State {

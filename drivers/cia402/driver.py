@@ -66,6 +66,7 @@ class CiA402Driver(Driver):
     """CiA 402 drives on one CAN bus. `bus_factory` replaces opening the bus from the params."""
 
     Params = CiA402Params
+    torque_effort = True  # Torque actual value × the rated torque, when the drive has both
 
     def __init__(
         self,

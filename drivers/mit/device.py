@@ -162,16 +162,22 @@ class MotorRecord:
             effort=s * reply.torque,
         )
 
-    def command(self, position: float, velocity: float) -> proto.MitCommand:
-        """The MIT command for armd's setpoint (rad, rad/s; armd's sign): velocity clamped to
-        ±v_max, the spring and damping torque against the latest reading limited to the
-        torque limit (`limit_torque`). Raises ValueError for a position beyond ±p_max, which
-        the frame cannot carry."""
+    def command(self, position: float, velocity: float, torque: float = 0.0) -> proto.MitCommand:
+        """The MIT command for armd's setpoint (rad, rad/s, N·m feed-forward; armd's sign):
+        velocity clamped to ±v_max, the torque feed-forward (t_ff) to ±torque limit, and the
+        spring and damping torque against the latest reading limited to what the torque limit
+        leaves beside the feed-forward (`limit_torque`), so that the actuator's torque stays
+        within the limit. Raises ValueError for a position beyond ±p_max, which the frame
+        cannot carry."""
         s, r, p = self.sign, self.ranges, self.params
         position, velocity = s * position, s * velocity
         if abs(position) > r.p_max:
             raise ValueError(f"position {position:.4f} rad outside ±{r.p_max} rad (p_max)")
+        if not math.isfinite(torque):
+            raise ValueError(f"torque feed-forward {torque} N·m must be finite")
         velocity = min(max(velocity, -r.v_max), r.v_max)
+        limit = p.resolved_torque_limit
+        t_ff = min(max(s * torque, -limit), limit)
         reply = self.reply
         if reply is not None:
             e_p, e_v = limit_torque(
@@ -179,10 +185,10 @@ class MotorRecord:
                 p.kd,
                 position - reply.position,
                 velocity - reply.velocity,
-                p.resolved_torque_limit,
+                limit - abs(t_ff),
             )
             position, velocity = reply.position + e_p, reply.velocity + e_v
-        return proto.MitCommand(position, velocity, p.kp, p.kd, 0.0)
+        return proto.MitCommand(position, velocity, p.kp, p.kd, t_ff)
 
     def open_problems(self, check_ranges: bool) -> list[str]:
         """Damiao, after its registers were read at open: why armd must not drive it (a control

@@ -3,8 +3,9 @@ CAN protocol (Damiao DM-J series, CubeMars AK series; codec in `drivers.mit.prot
 `drivers.mit.models`) over python-can, one actuator per device.
 
 The position loop runs in the actuator: each `write()` sends one MIT frame per actuator with
-armd's position setpoint, its velocity feed-forward, the device's ``kp``/``kd`` and a torque
-feed-forward of 0 (`drivers.mit.device.MotorRecord.command`). An actuator answers every frame
+armd's position setpoint, its velocity feed-forward, the device's ``kp``/``kd`` and armd's torque
+feed-forward (t_ff; 0 without gravity compensation), bounded by the torque limit
+(`drivers.mit.device.MotorRecord.command`). An actuator answers every frame
 with one feedback frame (position, velocity, torque, state) from its master id; `read()`
 collects the answers to the last `write()` until a deadline (the cycle's wire time at the bit
 rate plus ``reply_margin_s``), and an actuator that missed it keeps its previous reading
@@ -67,6 +68,8 @@ class MitDriver(CanBusDriver[MotorRecord]):
     Params = MitParams
     family = "MIT"
     rx_thread_name = "mit-rx"
+    torque_feedforward = True
+    torque_effort = True
 
     def __init__(
         self,
@@ -262,7 +265,7 @@ class MitDriver(CanBusDriver[MotorRecord]):
             for name, command in commands.items():
                 motor = self._devices[name]
                 try:
-                    mit = motor.command(command.position, command.velocity)
+                    mit = motor.command(command.position, command.velocity, command.torque)
                 except ValueError as exc:
                     raise UnsupportedCommandError(f"{motor.label}: {exc}") from exc
                 frames.append(Frame(motor.slave_id, proto.encode_command(mit, motor.ranges)))

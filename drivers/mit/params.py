@@ -4,9 +4,10 @@ Each device is one actuator, addressed by its CAN id (Damiao: ESC_ID, the "slave
 the driver id) and answering from its master id (Damiao: MST_ID; default id + 0x10, as OpenArm
 configures its motors). The position loop runs in the actuator: with ``kp`` (N·m/rad) and ``kd``
 (N·m·s/rad) it applies ``τ = kp·(p* - p) + kd·(v* - v)`` where p* is armd's position setpoint and
-v* its velocity feed-forward; the torque feed-forward is 0. ``torque_limit`` (N·m) bounds that
-torque from armd's side (see `drivers.mit.driver`); the actuator itself clamps at the model's
-T max. The bus is any python-can interface: ``socketcan`` on Linux, ``virtual`` in-process,
+v* its velocity feed-forward, plus armd's torque feed-forward τ_ff (``t_ff``: gravity
+compensation, 0 without). ``torque_limit`` (N·m) bounds τ_ff and then the spring and damping
+torque beside it from armd's side (see `drivers.mit.driver`); the actuator itself clamps at the
+model's T max. The bus is any python-can interface: ``socketcan`` on Linux, ``virtual`` in-process,
 ``udp_multicast`` to reach ``armd sim-device mit`` (with ``hop_limit: 0``, the default).
 """
 

@@ -58,6 +58,7 @@ class MujocoDriver(Driver):
     Params: ClassVar[type[MujocoParams]] = MujocoDriverParams
     params: MujocoParams
     torque_feedforward: ClassVar[bool] = True
+    torque_effort: ClassVar[bool] = True  # the torque the actuator applies
     """The MIT devices apply a command's torque feed-forward (`FeedForward.COMMAND`)."""
 
     def __init__(
@@ -166,9 +167,9 @@ class MujocoDriver(Driver):
         for name, command in commands.items():
             i = self._index[name]
             position[i], velocity[i] = command.position, command.velocity
-            # The daemon's torque feed-forward, where its commands carry one (gravity
-            # compensation); 0 until they do.
-            torque[i] = getattr(command, "torque", 0.0)
+            # The daemon's torque feed-forward (gravity compensation), N·m at the joint: the
+            # devices are the joints (gear ratio 1, sign 1).
+            torque[i] = command.torque
         self.physics.command(position, velocity, torque, True)
 
     def _check_runner(self, action: str) -> None:

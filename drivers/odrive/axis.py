@@ -40,6 +40,7 @@ class AxisRecord:
     name: str
     node_id: int
     rad_per_turn: float  # signed
+    torque_limit: float | None = None  # N·m at the ODrive's motor; None: the frame's range
     estimate: proto.EncoderEstimates | None = None
     estimate_time: float = math.nan
     estimate_seq: int = 0
@@ -52,6 +53,15 @@ class AxisRecord:
     @property
     def label(self) -> str:
         return f"device {self.name!r} (node {self.node_id})"
+
+    def torque_ff_nm(self, torque: float) -> float:
+        """The ODrive's torque feed-forward (N·m at its motor) for armd's `torque` (N·m at the
+        motor shaft, armd's sign), within ±`torque_limit`: the same power at the ODrive's turns
+        (``scale`` motor-shaft turns each) as at the shaft, so ``τ_odrive = direction × scale ×
+        τ``."""
+        nm = torque * self.rad_per_turn / (2.0 * math.pi)
+        limit = self.torque_limit
+        return nm if limit is None else min(max(nm, -limit), limit)
 
     @property
     def error(self) -> int:

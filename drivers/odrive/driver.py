@@ -63,6 +63,7 @@ class ODriveDriver(CanBusDriver[AxisRecord]):
     Params = ODriveParams
     family = "ODrive"
     rx_thread_name = "odrive-rx"
+    torque_feedforward = True
 
     def __init__(
         self,
@@ -73,7 +74,9 @@ class ODriveDriver(CanBusDriver[AxisRecord]):
     ) -> None:
         p = self._checked(params, ODriveParams)
         axes = {
-            name: AxisRecord(name, dev.node_id, dev.direction * dev.scale * TWO_PI)
+            name: AxisRecord(
+                name, dev.node_id, dev.direction * dev.scale * TWO_PI, dev.torque_limit
+            )
             for name, dev in p.devices.items()
         }
         super().__init__(p, axes, clock=clock, bus_factory=bus_factory)
@@ -185,7 +188,9 @@ class ODriveDriver(CanBusDriver[AxisRecord]):
                         axis.node_id,
                         command.position / axis.rad_per_turn,
                         command.velocity / axis.rad_per_turn,
+                        axis.torque_ff_nm(command.torque),
                         vel_ff_scale=self._p.vel_ff_scale,
+                        torque_ff_scale=self._p.torque_ff_scale,
                     )
                 )
             except (ValueError, OverflowError) as exc:

@@ -58,10 +58,13 @@ class ODriveAxisParams(BaseModel):
     not on the motor shaft); `direction`: -1 flips the sign. `current_limit` (A) and
     `velocity_limit` (ODrive turns/s), set together or not at all, are sent with Set_Limits at
     every enable (the axis's torque limit: the motor current it may draw); unset, the ODrive
-    keeps its own configuration. `homing` (None: none): a homing routine run once per `open()`,
-    at the first `enable()` of the axis, before closed loop (`IndexSearchHoming`,
-    `EndstopHoming`; end-stop homing needs `current_limit` and `velocity_limit`, restored after
-    it). A failed homing makes `enable()` raise a `DriverError` naming the axis."""
+    keeps its own configuration. `torque_limit` (N·m at the ODrive's motor): the largest
+    torque feed-forward (Set_Input_Pos.Torque_FF, gravity compensation) sent; None: the frame's
+    range, the ODrive then clamping the torque at its own current limit. `homing` (None:
+    none): a homing routine run once per `open()`, at the first `enable()` of the axis, before
+    closed loop (`IndexSearchHoming`, `EndstopHoming`; end-stop homing needs `current_limit` and
+    `velocity_limit`, restored after it). A failed homing makes `enable()` raise a
+    `DriverError` naming the axis."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -70,6 +73,7 @@ class ODriveAxisParams(BaseModel):
     scale: float = Field(default=1.0, gt=0.0, allow_inf_nan=False)
     current_limit: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
     velocity_limit: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    torque_limit: float | None = Field(default=None, gt=0.0, le=32.0, allow_inf_nan=False)
     homing: Homing | None = None
 
     @model_validator(mode="after")
@@ -115,12 +119,15 @@ class ODriveParams(CanBusParams):
     heartbeat_timeout_s: an older heartbeat counts as a timeout at `read()`.
     vel_ff_scale: turns/s per LSB of Set_Input_Pos.Vel_FF; must match the ODrive's CAN
         velocity scale (default 0.001).
+    torque_ff_scale: N·m per LSB of Set_Input_Pos.Torque_FF; must match the ODrive's CAN
+        torque scale (default 0.001, as ODrive's DBC has it).
     """
 
     devices: dict[str, ODriveAxisParams] = Field(min_length=1)
     feedback: Literal["cyclic", "rtr"] = "cyclic"
     input_mode: Literal["passthrough", "pos_filter", "trap_traj"] = "passthrough"
     vel_ff_scale: float = Field(default=proto.DEFAULT_VEL_FF_SCALE, gt=0.0)
+    torque_ff_scale: float = Field(default=proto.DEFAULT_TORQUE_FF_SCALE, gt=0.0)
     open_timeout_s: float = Field(default=1.0, gt=0.0)
     enable_timeout_s: float = Field(default=1.0, gt=0.0)
     reply_timeout_s: float = Field(default=0.02, gt=0.0)

@@ -78,7 +78,9 @@ def record_writes(loop: ControlLoop) -> list[SentCommand]:
     hardware = loop.hardware
     write = hardware.write
 
-    async def recording_write(position: ArrayLike, velocity: ArrayLike) -> None:
+    async def recording_write(
+        position: ArrayLike, velocity: ArrayLike, torque: ArrayLike | None = None
+    ) -> None:
         measured = loop.measured.position if loop.measured is not None else np.full(0, np.nan)
         sent.append(
             SentCommand(
@@ -88,7 +90,7 @@ def record_writes(loop: ControlLoop) -> list[SentCommand]:
                 measured.copy(),
             )
         )
-        await write(position, velocity)
+        await write(position, velocity, torque)
 
     hardware.write = recording_write  # type: ignore[method-assign]
     return sent

@@ -28,6 +28,7 @@ from drivers.errors import (
     UnsupportedCommandError,
 )
 from drivers.odrive import protocol as proto
+from drivers.odrive.axis import AxisRecord
 from drivers.odrive.driver import ODriveDriver, ODriveParams
 from drivers.odrive.sim import (
     Corruption,
@@ -559,3 +560,21 @@ def test_simulated_axis_enters_closed_loop_at_the_last_input_pos() -> None:
     command(axis, proto.make_set_axis_state(0, proto.AxisState.CLOSED_LOOP_CONTROL))
     clock.now += 1.0
     assert axis.motor.sample().position == pytest.approx(0.0, abs=QUANTUM)  # it jumped to 0
+
+
+@pytest.mark.parametrize(
+    ("direction", "scale", "limit", "torque", "expected"),
+    [
+        (1, 1.0, None, 0.75, 0.75),
+        (-1, 1.0, None, 0.75, -0.75),
+        (1, 2.0, None, 0.75, 1.5),  # two motor-shaft turns per ODrive turn: twice the torque
+        (-1, 2.0, 1.0, 0.75, -1.0),  # within the axis's torque_limit
+    ],
+)
+def test_the_torque_feed_forward_at_the_odrives_motor(
+    direction: int, scale: float, limit: float | None, torque: float, expected: float
+) -> None:
+    """Torque_FF for armd's torque at the motor shaft: the same power through the axis's
+    direction and scale, within its torque_limit."""
+    axis = AxisRecord("a", 0, direction * scale * 2 * math.pi, limit)
+    assert axis.torque_ff_nm(torque) == pytest.approx(expected, abs=1e-12)

@@ -191,6 +191,9 @@ def test_joint_goal_reaches_the_positions(arm: Rig, arm_setup: ArmSetup) -> None
     state = state_after(arm.probe, arm.probe.mark())
     assert max_joint_difference(joint_positions(state), positions) <= JOINT_TOLERANCE, state
     assert at_rest(state, tolerance=0.01), state
+    # each joint's commanded position beside its measured one: at rest, the target
+    commands = {name: joint["command"] for name, joint in state["joints"].items()}
+    assert max_joint_difference(commands, positions) <= 1e-9, state
 
 
 def scheduling_policies(pid: int) -> dict[int, tuple[str, int]]:
@@ -526,3 +529,20 @@ def test_systemd_notifications(start_arm: Callable[..., Rig], tmp_path: Path) ->
         assert fields.index("STOPPING=1") > fields.index("READY=1")
     finally:
         listener.close()
+
+
+def test_a_payload_is_taken_and_a_bad_one_rejected_changing_nothing(arm: Rig) -> None:
+    """The ``payload`` topic reaches the daemon's dynamics (its journal says so); a bad load is
+    answered on ``goal/status`` and the arm carries on."""
+    arm.probe.publish("payload", '{"mass": 1.5, "com": [0, 0, 0.05]}')
+    arm.probe.wait_for(
+        lambda: "payload: 1.5 kg at tool0" in arm.daemon.output(), what="the payload logged"
+    )
+    since = arm.probe.publish("payload", '{"mass": 1.5, "inertia": [1, 0, 0, 0.1, 0, 0.1]}')
+    status = arm.probe.wait_status(None, since=since)
+    assert status["status"] == "rejected", status
+    assert status["reason"].startswith("payload: inertia [1.0, 0.0, 0.0, 0.1, 0.0, 0.1]"), status
+    assert arm.daemon.output().count(" kg at tool0") == 1  # the bad one was not taken
+    assert arm.probe.run_goal({"id": "after-payload", "type": "stop"})["status"] == "succeeded"
+    arm.probe.publish("payload", '{"mass": 0}')  # the shared arm as it was
+    arm.probe.wait_for(lambda: "payload: 0 kg at tool0" in arm.daemon.output(), what="no load")

@@ -1,7 +1,7 @@
-"""Fuzz: at least 10,000 random and malformed payloads on each input topic (``goal`` and ``estop``)
-of a running daemon (docs/mqtt.md): every one is answered with ``rejected`` (with the ``id`` when
-one could be read, on ``goal``), nothing crashes the daemon and nothing moves the arm; every
-malformed ``estop`` payload engages the e-stop (fail-safe).
+"""Fuzz: at least 10,000 random and malformed payloads on each input topic (``goal``, ``estop`` and
+``payload``) of a running daemon (docs/mqtt.md): every one is answered with ``rejected`` (with the
+``id`` when one could be read, on ``goal``), nothing crashes the daemon and nothing moves the arm;
+every malformed ``estop`` payload engages the e-stop (fail-safe).
 
 The payloads come from a seeded generator (`random.Random`; set ``ARMD_FUZZ_SEED`` to explore other
 streams). The rule for the expected id is the contract's, computed here independently of the
@@ -28,6 +28,7 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
+from armd.api.load_payloads import parse_load
 from armd.api.payloads import MAX_ID_LENGTH, MAX_PAYLOAD_BYTES, parse_estop, parse_goal
 from armd.config.load import load_config
 from armd.link.messages import Rejection
@@ -45,7 +46,7 @@ from tests.system.probe import (
 SEED = int(os.environ.get("ARMD_FUZZ_SEED", "20260521"))
 PER_TOPIC = 10_000
 BATCH = 1000
-TOPICS = ("goal", "estop")
+TOPICS = ("goal", "estop", "payload")
 ENCODER_RESOLUTION = 2 * 3.141592653589793 / 16384  # rad: one count of the simulated encoders
 JOINTS = (
     "shoulder_pan_joint",
@@ -62,7 +63,7 @@ LINKS = ("base_link", "upper_arm_link", "forearm_link", "wrist_3_link", "ee_link
 
 
 class PayloadFuzzer:
-    """Random and malformed payloads for the ``goal`` and ``estop`` topics. Every goal-like
+    """Random and malformed payloads for the input topics. Every goal-like
     document carries a fresh id, so that each status can be traced to its payload."""
 
     def __init__(self, rng: random.Random) -> None:
@@ -339,13 +340,15 @@ def fuzz_stream(seed: int, rig: Rig) -> FuzzStream:
                     payload, joint_names=names, link_names=links, default_link=tool
                 )
                 valid = not isinstance(parsed, Rejection)
+            elif topic == "payload":
+                valid = not isinstance(parse_load(payload), Rejection)
             else:
                 valid = parse_estop(payload).problem is None
             if valid:
                 stream.valid_skipped[topic] += 1
                 continue
             stream.messages.append((topic, payload))
-            # The e-stop's statuses carry no id: an e-stop command is not a goal.
+            # The e-stop's and the payload's statuses carry no id: they are not goals.
             stream.expected[readable_id(payload) if topic == "goal" else None] += 1
             stream.strategies[strategy.__name__] += 1
             sent += 1

@@ -3,9 +3,11 @@ encodes read back unchanged by the daemon's parser."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,7 @@ from armd.api.contract import (
     MAX_JOINT_POSITION,
     MIN_SPEED,
     MODEL,
+    PAYLOAD,
     STATE,
     STREAM,
     TOPICS,
@@ -29,6 +32,7 @@ from armd.api.contract import (
     fault_json,
     goal_json,
     status_json,
+    telemetry_json,
 )
 from armd.api.payloads import parse_goal
 from armd.link.messages import (
@@ -37,9 +41,11 @@ from armd.link.messages import (
     GripperGoal,
     JointsGoal,
     KeypointsGoal,
+    Mode,
     PoseGoal,
     StatusUpdate,
     StopGoal,
+    Telemetry,
 )
 
 JOINTS = ("shoulder", "elbow", "wrist")
@@ -57,9 +63,10 @@ def test_the_topic_table() -> None:
         "armd/arm-1/fault",
         "armd/arm-1/stream",
         "armd/arm-1/model",
+        "armd/arm-1/payload",
     ]
     assert (topics.goal_status, topics.name(GOAL_STATUS)) == ("armd/arm-1/goal/status",) * 2
-    assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP, STREAM]
+    assert [t for t in TOPICS if t.inbound] == [GOAL, ESTOP, STREAM, PAYLOAD]
     assert [t for t in TOPICS if t.retain] == [AVAILABILITY, FAULT, MODEL]
     assert STATE.qos == 0
     assert STREAM.qos == 0  # loop-rate targets: a lost one is replaced by the next
@@ -141,3 +148,24 @@ def test_the_contract_imports_neither_pydantic_nor_aiomqtt() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_state_carries_each_commanded_position_where_there_is_one() -> None:
+    """`command` beside the measured state (an extension: clients that do not know it ignore
+    it); absent, as `effort`, where there is none (NaN is not JSON)."""
+    telemetry = Telemetry(
+        t=1.0,
+        mode=Mode.MOVING,
+        joints={"shoulder": (0.1, 0.2, math.nan), "elbow": (-0.2, 0.0, 0.5)},
+        tcp_link="tool",
+        tcp_position=(0.3, 0.0, 0.5),
+        tcp_orientation=(1.0, 0.0, 0.0, 0.0),
+        commands={"shoulder": 0.11, "elbow": math.nan},
+    )
+    joints = json.loads(encode(telemetry_json(telemetry)))["joints"]
+    assert joints == {
+        "shoulder": {"position": 0.1, "velocity": 0.2, "command": 0.11},
+        "elbow": {"position": -0.2, "velocity": 0.0, "effort": 0.5},
+    }
+    no_commands = replace(telemetry, commands=None)
+    assert "command" not in json.loads(encode(telemetry_json(no_commands)))["joints"]["shoulder"]

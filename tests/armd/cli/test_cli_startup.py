@@ -54,6 +54,7 @@ def _config_without_broker(tmp_path: Path) -> Path:
         (["goal", "--config", "{config}", "stop"], 1),  # no broker: one line, exit 1
         (["goal", "--config", "{config}", "joints", "elbow_joint=1"], 1),
         (["estop", "--config", "{config}", "engage"], 1),
+        (["payload", "--config", "{config}", "--mass", "1.5"], 1),
     ],
 )
 def test_command_does_not_import_numba(argv: list[str], code: int | None, tmp_path: Path) -> None:

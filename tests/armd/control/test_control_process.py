@@ -31,12 +31,14 @@ from armd.link.protocol import (
     Event,
     FaultChanged,
     FollowPath,
+    LatchFault,
     ModeChanged,
     MoveTo,
     Ready,
     Reset,
     Sample,
     Stop,
+    TorqueMap,
 )
 from armd.motion.trajectory import TimedPath
 from tests.system.helpers import write_config
@@ -169,6 +171,29 @@ async def test_estop_latches_in_the_control_process_until_reset(control: Control
     assert reports.final("refused").status is GoalStatus.ABORTED  # type: ignore[union-attr]
     port.send(Reset())
     await until(lambda: port.latest.mode == Mode.HOLDING, "holding after reset")
+
+
+async def test_a_fault_the_daemon_found_latches_in_the_control_process_until_reset(
+    control: Control,
+) -> None:
+    """`LatchFault` (the daemon's contact detection) and `TorqueMap` (its gravity compensation)
+    cross the real link: a map is taken (the sim driver has no torque input: nothing moves),
+    a fault latches like the loop's own and a reset clears it."""
+    port, reports = control.client.port, control.reports
+    q = port.latest.commanded_position
+    assert q is not None
+    n = len(q)
+    port.send(TorqueMap(q.copy(), np.full(n, 0.5), np.eye(n), np.eye(n)))
+    port.send(move(control, "moving", 0.5, speed=0.3))
+    await until(lambda: port.latest.moving, "moving")
+    port.send(LatchFault("contact", "joint 'shoulder_pan_joint': external torque 9 N·m", "j"))
+    await until(lambda: port.latest.mode == Mode.FAULT and not port.busy, "the fault's stop")
+    fault = reports.faults[-1]
+    assert fault == Fault("contact", "joint 'shoulder_pan_joint': external torque 9 N·m", "j")
+    assert reports.final("moving").status is GoalStatus.ABORTED  # type: ignore[union-attr]
+    port.send(Reset())
+    await until(lambda: port.latest.mode == Mode.HOLDING, "holding after reset")
+    assert reports.faults[-1] is None
 
 
 async def test_shutdown_brings_the_arm_to_rest_and_the_process_exits_0(control: Control) -> None:

@@ -116,6 +116,17 @@ def test_commands_are_grouped_by_driver() -> None:
     assert commands["serial"]["s1"] == DeviceCommand(pytest.approx(1.0), 0.0)
 
 
+def test_a_joint_torque_reaches_its_motor_through_the_gear_and_the_sign() -> None:
+    """motor_torque = sign × joint_torque / gear_ratio: the same power as the joint's; the fixed
+    joint's torque goes nowhere."""
+    commands = _arm().commands([0.1, 0.0, 0.02, 0.5], [0.0] * 4, torque=[5.0, -2.0, 9.0, 3.0])
+    assert commands["can"]["n0"].torque == pytest.approx(-0.5, abs=1e-12)  # 10:1, reversed
+    assert commands["serial"]["s1"].torque == pytest.approx(-2.0, abs=1e-12)
+    assert commands["can"]["n2"].torque == pytest.approx(1.5, abs=1e-12)  # 2:1
+    plain = _arm().commands([0.1, 0.0, 0.02, 0.5], [0.0] * 4)
+    assert all(c.torque == 0.0 for d in plain.values() for c in d.values())
+
+
 def test_an_unchanged_command_is_the_previous_object() -> None:
     arm = _arm()
     first = arm.commands([0.1, 0.0, 0.02, 0.5], [1.0, 0.0, 0.0, 2.0])
