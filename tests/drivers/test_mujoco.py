@@ -47,8 +47,9 @@ async def test_efforts_at_rest_balance_the_gravity_torques() -> None:
 async def test_a_servo_sags_by_its_gravity_torque_over_kp_and_an_mit_actuator_fed_gravity_not() -> (
     None
 ):
-    """The servo (SO-101) holds where kp·error meets gravity; the MIT actuators (UR5), whose
-    torque feed-forward is g at the commanded position, hold within friction / kp."""
+    """The servo (SO-101) holds where kp·error meets gravity; the MIT actuators (UR5), sent g at
+    the commanded position as their torque feed-forward (the daemon's gravity compensation), hold
+    within friction / kp."""
     servo = driver(params(SO101))
     async with servo:
         await servo.enable()
@@ -66,6 +67,8 @@ async def test_a_servo_sags_by_its_gravity_torque_over_kp_and_an_mit_actuator_fe
     async with mit:
         await mit.enable()
         held = await positions(mit)
+        gravity = mit.gravity_torques()  # what the daemon's gravity compensation sends
+        await mit.write({n: DeviceCommand(q, torque=gravity[n]) for n, q in held.items()})
         mit.advance(2.0)
         now = await positions(mit)
         for device, spec in mit.params.devices.items():
