@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -29,6 +28,7 @@ import canopen
 from canopen.network import MessageListener
 
 from drivers.base import Clock
+from drivers.can_bus.sim import run_until_signalled
 from drivers.can_link import BUS_OPEN_ERRORS, make_bus
 from drivers.cia402.objects import COB_RPDO, COB_SDO_RX, COB_SYNC
 from drivers.cia402.sim_drive import SimDriveConfig, SimDriveFaults, SimulatedDrive
@@ -236,13 +236,8 @@ def run(
 
     Raises DriverOpenError when the bus cannot be opened.
     """
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        await serve(
+    run_until_signalled(
+        lambda stop: serve(
             interface,
             channel,
             ids,
@@ -252,5 +247,4 @@ def run(
             stop=stop,
             on_ready=on_ready,
         )
-
-    asyncio.run(main())
+    )
