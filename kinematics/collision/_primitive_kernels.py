@@ -1,0 +1,335 @@
+"""Compiled signed distances between primitives placed in one frame (numba).
+
+Every function returns the signed distance (m: positive apart, negative the penetration depth) and
+writes witness points into ``out[0:3]`` (on the first shape) and ``out[3:6]`` (on the second).
+Capsules and spheres are segments with a radius (a sphere's segment has zero length).
+
+Exactness (see docs/collision.md):
+- segment/segment and segment/plane, box/plane: exact, apart or penetrating (a capsule is a segment
+  grown by its radius, so its signed distance is the segment's minus the radius, with no error).
+- segment/box: exact apart (the squared distance along the segment is piecewise quadratic; every
+  piece is minimised in closed form); penetrating, the depth along the separating axis of least
+  overlap (SAT over the box's 3 face normals and the 3 cross products with the segment), which is
+  the exact penetration depth of two polytopes.
+- box/box: exact apart (the closest points of two disjoint convex polyhedra can be chosen with one
+  of them on an edge: the least of the 24 edge/box distances); penetrating, SAT over 15 axes.
+Witness points of penetrating shapes with a box lie on the separating axis, |p_a - p_b| = depth.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+_jit = nb.njit(cache=True, nogil=True)
+
+_PARALLEL = 1e-14  # relative: segments whose direction cross product is below this are parallel
+_AXIS_MIN = 1e-12  # a cross-product axis shorter than this (parallel edges) is skipped by SAT
+
+
+@_jit
+def _clamp01(x):
+    return 0.0 if x < 0.0 else (1.0 if x > 1.0 else x)
+
+
+@_jit
+def _dot(a, b):
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+@_jit
+def _rt_mul(R, v):
+    """R^T v for a 3x3 R (no BLAS: numba's matmul would call it for 9 products)."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = R[0, i] * v[0] + R[1, i] * v[1] + R[2, i] * v[2]
+    return out
+
+
+@_jit
+def _r_mul(R, v):
+    """R v for a 3x3 R."""
+    out = np.empty(3)
+    for i in range(3):
+        out[i] = R[i, 0] * v[0] + R[i, 1] * v[1] + R[i, 2] * v[2]
+    return out
+
+
+@_jit
+def _any_normal(d, out):
+    """A unit vector perpendicular to d (any unit vector if d is zero)."""
+    if abs(d[0]) < 0.9 * math.sqrt(_dot(d, d)) or _dot(d, d) == 0.0:
+        out[0], out[1], out[2] = 0.0, d[2], -d[1]
+        if _dot(out, out) == 0.0:
+            out[0], out[1], out[2] = 0.0, 0.0, 1.0
+    else:
+        out[0], out[1], out[2] = -d[2], 0.0, d[0]
+    n = math.sqrt(_dot(out, out))
+    out[0] /= n
+    out[1] /= n
+    out[2] /= n
+
+
+@_jit
+def segment_segment(p1, q1, r1, p2, q2, r2, out):
+    """Signed distance of capsules (p1q1, r1) and (p2q2, r2) (Ericson, Real-Time Collision
+    Detection, 5.1.9, for the closest points of the two segments). Scalar code: no allocation."""
+    d1x, d1y, d1z = q1[0] - p1[0], q1[1] - p1[1], q1[2] - p1[2]
+    d2x, d2y, d2z = q2[0] - p2[0], q2[1] - p2[1], q2[2] - p2[2]
+    rx, ry, rz = p1[0] - p2[0], p1[1] - p2[1], p1[2] - p2[2]
+    a = d1x * d1x + d1y * d1y + d1z * d1z
+    e = d2x * d2x + d2y * d2y + d2z * d2z
+    f = d2x * rx + d2y * ry + d2z * rz
+    s = 0.0
+    t = 0.0
+    if a == 0.0 and e == 0.0:
+        pass
+    elif a == 0.0:
+        t = _clamp01(f / e)
+    else:
+        c = d1x * rx + d1y * ry + d1z * rz
+        if e == 0.0:
+            s = _clamp01(-c / a)
+        else:
+            b = d1x * d2x + d1y * d2y + d1z * d2z
+            denom = a * e - b * b
+            s = _clamp01((b * f - c * e) / denom) if denom > _PARALLEL * a * e else 0.0
+            t = (b * s + f) / e
+            if t < 0.0:
+                t = 0.0
+                s = _clamp01(-c / a)
+            elif t > 1.0:
+                t = 1.0
+                s = _clamp01((b - c) / a)
+    c1x, c1y, c1z = p1[0] + s * d1x, p1[1] + s * d1y, p1[2] + s * d1z
+    c2x, c2y, c2z = p2[0] + t * d2x, p2[1] + t * d2y, p2[2] + t * d2z
+    nx, ny, nz = c2x - c1x, c2y - c1y, c2z - c1z
+    length = math.sqrt(nx * nx + ny * ny + nz * nz)
+    if length > 0.0:
+        nx, ny, nz = nx / length, ny / length, nz / length
+    else:  # the segments touch: any direction across them
+        n = np.empty(3)
+        d = np.array([d1x, d1y, d1z]) if a > 0.0 else np.array([d2x, d2y, d2z])
+        cross = np.array([d1y * d2z - d1z * d2y, d1z * d2x - d1x * d2z, d1x * d2y - d1y * d2x])
+        if _dot(cross, cross) > 0.0:
+            n[:] = cross / math.sqrt(_dot(cross, cross))
+        else:
+            _any_normal(d, n)
+        nx, ny, nz = n[0], n[1], n[2]
+    out[0], out[1], out[2] = c1x + r1 * nx, c1y + r1 * ny, c1z + r1 * nz
+    out[3], out[4], out[5] = c2x - r2 * nx, c2y - r2 * ny, c2z - r2 * nz
+    return length - r1 - r2
+
+
+@_jit
+def segment_plane(p, q, radius, point, normal, out):
+    """Signed distance of a capsule (pq, radius) above the plane (point, unit normal)."""
+    hp = (
+        (p[0] - point[0]) * normal[0]
+        + (p[1] - point[1]) * normal[1]
+        + (p[2] - point[2]) * normal[2]
+    )
+    hq = (
+        (q[0] - point[0]) * normal[0]
+        + (q[1] - point[1]) * normal[1]
+        + (q[2] - point[2]) * normal[2]
+    )
+    low = p if hp <= hq else q
+    h = min(hp, hq)
+    for i in range(3):
+        out[i] = low[i] - radius * normal[i]
+        out[3 + i] = low[i] - h * normal[i]
+    return h - radius
+
+
+@_jit
+def box_plane(c, R, h, point, normal, out):
+    """Signed distance of a box (centre c, rotation R (3, 3), half-sizes h) above a plane."""
+    low = c.copy()
+    for i in range(3):
+        axis = R[:, i]
+        sign = 1.0 if _dot(axis, normal) > 0.0 else -1.0
+        low -= sign * h[i] * axis
+    dist = _dot(low - point, normal)
+    out[0:3] = low
+    out[3:6] = low - dist * normal
+    return dist
+
+
+@_jit
+def _point_box_sq(p, h):
+    """Squared distance of p (box frame) to the box [-h, h]."""
+    total = 0.0
+    for i in range(3):
+        if p[i] > h[i]:
+            total += (p[i] - h[i]) ** 2
+        elif p[i] < -h[i]:
+            total += (p[i] + h[i]) ** 2
+    return total
+
+
+@_jit
+def _segment_box_local(p0, d, h):
+    """(t, squared distance) of the point of the segment p0 + t d, t in [0, 1], nearest to the box
+    [-h, h] (all in the box's frame). The squared distance is a convex piecewise quadratic in t,
+    with breaks where a coordinate crosses a face's plane: each piece is minimised exactly."""
+    ts = np.empty(8)
+    ts[0] = 0.0
+    n = 1
+    for i in range(3):
+        if d[i] != 0.0:
+            for sign in (-1.0, 1.0):
+                t = (sign * h[i] - p0[i]) / d[i]
+                if 0.0 < t < 1.0:
+                    ts[n] = t
+                    n += 1
+    ts[n] = 1.0
+    n += 1
+    ts[:n].sort()
+    best_t = 0.0
+    best = _point_box_sq(p0, h)
+    for k in range(n - 1):
+        t0, t1 = ts[k], ts[k + 1]
+        tm = 0.5 * (t0 + t1)
+        qa = 0.0
+        qb = 0.0
+        for i in range(3):
+            x = p0[i] + tm * d[i]
+            if x > h[i]:
+                qa += d[i] * d[i]
+                qb += d[i] * (p0[i] - h[i])
+            elif x < -h[i]:
+                qa += d[i] * d[i]
+                qb += d[i] * (p0[i] + h[i])
+        t = t0 if qa == 0.0 else min(max(-qb / qa, t0), t1)
+        for candidate in (t, t1):
+            value = _point_box_sq(p0 + candidate * d, h)
+            if value < best:
+                best, best_t = value, candidate
+    return best_t, best
+
+
+@_jit
+def _segment_box_sat(m, e, h, u_out):
+    """Penetration depth of the segment m ± e into the box [-h, h] (box frame) over the separating
+    axes (3 face normals, 3 cross products); u_out: the unit axis, oriented from the box to the
+    segment. Returns a negative number if an axis separates them."""
+    best = np.inf
+    u = np.empty(3)
+    for k in range(6):
+        u[:] = 0.0
+        if k < 3:
+            u[k] = 1.0
+        else:
+            axis = np.zeros(3)
+            axis[k - 3] = 1.0
+            u[:] = np.cross(e, axis)
+            norm = math.sqrt(_dot(u, u))
+            if norm < _AXIS_MIN:
+                continue
+            u /= norm
+        overlap = (
+            h[0] * abs(u[0])
+            + h[1] * abs(u[1])
+            + h[2] * abs(u[2])
+            + abs(_dot(e, u))
+            - abs(_dot(m, u))
+        )
+        if overlap < best:
+            best = overlap
+            sign = 1.0 if _dot(m, u) >= 0.0 else -1.0
+            u_out[:] = sign * u
+    return best
+
+
+@_jit
+def segment_box(p, q, radius, c, R, h, out):
+    """Signed distance of a capsule (pq, radius) to a box (centre c, rotation R, half-sizes h)."""
+    p0 = _rt_mul(R, p - c)
+    d = _rt_mul(R, q - p)
+    t, sq = _segment_box_local(p0, d, h)
+    if sq > 0.0:
+        on_segment = p0 + t * d
+        on_box = np.minimum(np.maximum(on_segment, -h), h)
+        dist = math.sqrt(sq)
+        n = (on_box - on_segment) / dist
+        out[0:3] = c + _r_mul(R, on_segment + radius * n)
+        out[3:6] = c + _r_mul(R, on_box)
+        return dist - radius
+    u = np.empty(3)
+    depth = _segment_box_sat(p0 + 0.5 * d, 0.5 * d, h, u)
+    deepest = p0 if _dot(p0, u) <= _dot(p0 + d, u) else p0 + d
+    out[0:3] = c + _r_mul(R, deepest - radius * u)
+    out[3:6] = c + _r_mul(R, deepest + depth * u)
+    return -depth - radius
+
+
+@_jit
+def _box_box_sat(ca, Ra, ha, cb, Rb, hb, u_out):
+    """Least overlap of boxes a and b over the 15 separating axes (negative: separated), and its
+    unit axis oriented from b to a."""
+    T = ca - cb
+    best = np.inf
+    for k in range(15):
+        if k < 3:
+            u = Ra[:, k].copy()
+        elif k < 6:
+            u = Rb[:, k - 3].copy()
+        else:
+            u = np.cross(Ra[:, (k - 6) // 3], Rb[:, (k - 6) % 3])
+            norm = math.sqrt(_dot(u, u))
+            if norm < _AXIS_MIN:
+                continue
+            u /= norm
+        ra = 0.0
+        rb = 0.0
+        for i in range(3):
+            ra += ha[i] * abs(_dot(Ra[:, i], u))
+            rb += hb[i] * abs(_dot(Rb[:, i], u))
+        overlap = ra + rb - abs(_dot(T, u))
+        if overlap < best:
+            best = overlap
+            u_out[:] = u if _dot(T, u) >= 0.0 else -u
+    return best
+
+
+@_jit
+def _box_edges_to_box(ca, Ra, ha, cb, Rb, hb, best, out, swap):
+    """Least distance of the 12 edges of box a to box b, if below `best`: witnesses into out
+    (a's point first, unless `swap`)."""
+    tmp = np.empty(6)
+    for axis in range(3):
+        j, k = (axis + 1) % 3, (axis + 2) % 3
+        for sj in (-1.0, 1.0):
+            for sk in (-1.0, 1.0):
+                mid = ca + sj * ha[j] * Ra[:, j] + sk * ha[k] * Ra[:, k]
+                p = mid - ha[axis] * Ra[:, axis]
+                q = mid + ha[axis] * Ra[:, axis]
+                dist = segment_box(p, q, 0.0, cb, Rb, hb, tmp)
+                if dist < best:
+                    best = dist
+                    if swap:
+                        out[0:3] = tmp[3:6]
+                        out[3:6] = tmp[0:3]
+                    else:
+                        out[:] = tmp
+    return best
+
+
+@_jit
+def box_box(ca, Ra, ha, cb, Rb, hb, out):
+    """Signed distance of two boxes (centre, rotation (3, 3), half-sizes)."""
+    u = np.empty(3)
+    overlap = _box_box_sat(ca, Ra, ha, cb, Rb, hb, u)
+    if overlap > 0.0:
+        deepest = ca.copy()  # a's vertex deepest along -u (towards b)
+        for i in range(3):
+            axis = Ra[:, i]
+            deepest -= (1.0 if _dot(axis, u) > 0.0 else -1.0) * ha[i] * axis
+        out[0:3] = deepest
+        out[3:6] = deepest + overlap * u
+        return -overlap
+    best = _box_edges_to_box(ca, Ra, ha, cb, Rb, hb, np.inf, out, False)
+    return _box_edges_to_box(cb, Rb, hb, ca, Ra, ha, best, out, True)
