@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails
 from armd import reasons
 from armd.config.base import Section as _Section
 from armd.config.base import positive as _positive
+from armd.config.collision_schema import CollisionConfig
 from armd.config.leader_schema import LeaderConfig
 from armd.reasons import Loc
 from drivers import DriverError, DriverParams, load_driver_class
@@ -36,6 +37,7 @@ from drivers import DriverError, DriverParams, load_driver_class
 __all__ = [
     "DEFAULT_JERK_PER_ACCELERATION",
     "ArmConfig",
+    "CollisionConfig",
     "DriverConfig",
     "GripperConfig",
     "JointConfig",
@@ -285,6 +287,9 @@ class ArmConfig(_Section):
     )
     leader: LeaderConfig | None = Field(
         None, description="as a leader arm for `armd leader` (docs/teleoperation.md); null: none"
+    )
+    collision: CollisionConfig | None = Field(
+        None, description="collision geometry and surroundings (docs/collision.md); null: none"
     )
 
     @field_validator("fixed_joints", "safety", "motion", "stream", "mqtt", "poses", mode="before")
