@@ -63,13 +63,21 @@ from armd.link.protocol import (
 )
 from armd.lock import InstanceLock
 from armd.motion.trajectory import MotionLimits
+from armd.planning.collision_guard import CollisionGuard
 from armd.planning.goals import GoalPipeline, Gripper, PlanSettings
 from armd.planning.stream_cartesian import CartesianStream
 from armd.planning.stream_input import StreamInput, StreamSettings
 from kinematics.compiled import release_compiler_pages
 from kinematics.ik import IKOptions
 
-__all__ = ["Daemon", "goal_joint_names", "motion_limits", "plan_settings", "run_daemon"]
+__all__ = [
+    "Daemon",
+    "collision_guard",
+    "goal_joint_names",
+    "motion_limits",
+    "plan_settings",
+    "run_daemon",
+]
 
 log = logging.getLogger(__name__)
 CLOSE_MARGIN_S = 5.0  # beyond the stop itself: disabling and closing the drives
@@ -95,6 +103,13 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
         gripper=_gripper(setup),
         poses=setup.config.poses,
     )
+
+
+def collision_guard(setup: ArmSetup) -> CollisionGuard | None:
+    """The collision checks of the arm's motions (None: the config has no ``collision:``)."""
+    if setup.collision is None:
+        return None
+    return CollisionGuard(setup.collision, setup.tree.limits.velocity)
 
 
 def motion_limits(setup: ArmSetup) -> MotionLimits:
@@ -159,6 +174,7 @@ class Daemon:
             motion_limits(setup),
             settings,
             self.statuses,
+            collision_guard(setup),
         )
         self.streams = StreamInput(
             StreamSettings(setup.stream.enabled, setup.stream.timeout_s, setup.tool_link),

@@ -41,6 +41,9 @@ def config(tmp_path: Path, chain: SimulatedFeetechChain) -> Path:
     source = ROOT / "config" / "so101.yaml"
     doc = yaml.safe_load(source.read_text(encoding="utf-8"))
     doc["model"] = str((source.parent / doc["model"]).resolve())
+    if doc.get("collision"):
+        geometry = doc["collision"]["geometry"]
+        doc["collision"]["geometry"] = str((source.parent / geometry).resolve())
     doc["drivers"]["bus"]["params"]["port"] = chain.port
     doc["lock_file"] = str(tmp_path / "armd.lock")
     path = tmp_path / "so101.yaml"
