@@ -37,6 +37,7 @@ from armd.link.protocol import (
     Event,
     FaultChanged,
     FollowPath,
+    LatchFault,
     MeasuredState,
     ModeChanged,
     MoveTo,
@@ -113,6 +114,7 @@ class ControlLoop:
         self._enabled = False
         self._estop_request = False
         self._reset_request = False
+        self._fault_request: Fault | None = None  # the daemon's (LatchFault), for the next tick
         self._hold_reason: str | None = None
         self._disable_pending = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
@@ -130,6 +132,8 @@ class ControlLoop:
             self._estop_request = True
         elif isinstance(command, Reset):
             self._reset_request = True
+        elif isinstance(command, LatchFault):
+            self._fault_request = command.fault
         elif isinstance(command, Shutdown):
             self.shutting_down = True
             self.handle(Stop(None, "daemon stopping"))
@@ -204,6 +208,10 @@ class ControlLoop:
             await self._try_enable(measured, now)
         else:
             self._supervise(measured, now)
+        if self._fault_request is not None:
+            if self.fault is None:
+                self._latch(self._fault_request)
+            self._fault_request = None
         if self._reset_request:
             await self._reset(measured, now)
         self._apply_requests()

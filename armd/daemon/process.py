@@ -38,6 +38,7 @@ from armd.api.statuses import StatusLedger
 from armd.config.control_setup import control_setup
 from armd.config.load import ArmSetup
 from armd.control.loop import SHUTDOWN_STOP_TIMEOUT_S
+from armd.daemon.collision_watch import CollisionWatch
 from armd.daemon.control_client import ControlClient
 from armd.daemon.notify import SystemdNotifier
 from armd.errors import ArmdError
@@ -189,6 +190,11 @@ class Daemon:
             self.statuses,
             self.bridge.publish_status,
         )
+        self.collision_watch = (
+            None
+            if setup.collision is None
+            else CollisionWatch(setup.collision, self.control.port.send)
+        )
         self._telemetry_every = self.control.setup.loop.sample_every
         self._mode = Mode.INACTIVE
         self._missed_ticks = 0
@@ -198,6 +204,8 @@ class Daemon:
     def on_event(self, event: Event) -> None:
         """An event of the control loop (`armd.link.protocol`)."""
         if isinstance(event, Sample):
+            if self.collision_watch is not None:
+                self.collision_watch.check(event)
             if event.tick % self._telemetry_every == 0:
                 self.publish_telemetry(event)
         elif isinstance(event, StatusUpdate):

@@ -16,7 +16,9 @@ Commands (daemon → loop):
 - `StreamTarget`: the newest target of a stream (`armd.control.streaming`), followed each tick by a
   jerk-limited filter from the commanded state until a newer one, the stream's end, its timeout,
   a goal or a stop;
-- `Stop`, `EngageEstop`, `Reset`, `Shutdown`.
+- `Stop`, `EngageEstop`, `Reset`, `Shutdown`;
+- `LatchFault`: a fault the daemon found (a measured state in collision): latched as the loop's
+  own are, a controlled stop, until a `Reset`.
 
 Events (loop → daemon): `StatusUpdate` (of a goal), `FaultChanged`, `ModeChanged`, `Sample` (the
 loop's state: every `LoopSettings.sample_every` ticks, the telemetry's rate, and at once after a
@@ -48,6 +50,7 @@ __all__ = [
     "Event",
     "FaultChanged",
     "FollowPath",
+    "LatchFault",
     "LoopPort",
     "MeasuredState",
     "ModeChanged",
@@ -177,11 +180,20 @@ class Reset:
 
 
 @dataclass(frozen=True, slots=True)
+class LatchFault:
+    """Latch `fault` at the next tick (unless a fault is latched already): a controlled stop,
+    then hold (or disable) until a `Reset`. The daemon's own checks of the measured state, which
+    need the kinematics the loop does not have, end here (``collision``)."""
+
+    fault: Fault
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """Bring the arm to rest (its goal aborted), disable and close the drives."""
 
 
-Command = MoveTo | FollowPath | StreamTarget | Stop | EngageEstop | Reset | Shutdown
+Command = MoveTo | FollowPath | StreamTarget | Stop | EngageEstop | Reset | LatchFault | Shutdown
 
 
 # -- events ----------------------------------------------------------------------------------------

@@ -5,13 +5,17 @@ collision model; a stream pushing the tool into the table holds above it."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 
 from armd.config.load import ArmSetup
 from tests.system.helpers import Rig
 from tests.system.probe import at_rest, joint_positions, max_joint_difference
+from tests.system.test_broker_loss import retained
 
 
 def go_ready(arm: Rig) -> dict[str, float]:
@@ -67,3 +71,49 @@ def test_a_clear_goal_near_the_table_succeeds(arm: Rig, arm_setup: ArmSetup) -> 
     q = arm_setup.tree.q_from_mapping(joint_positions(state))
     assert model.first_contact(q) is None
     assert float(np.min(arm_setup.tree.fk(q, "tool0").translation[2])) > 0.05
+
+
+def test_a_measured_state_in_collision_latches_a_fault_and_only_a_way_out_is_allowed(
+    start_arm: Callable[..., Rig],
+) -> None:
+    """The simulated arm starts with its upper arm level and its forearm hanging through the
+    table: the daemon latches ``collision`` naming the pair; after a reset, a goal deeper into
+    the table is refused and one out of it succeeds."""
+    shoulder = {"initial_position": 0.1 * 4.0}  # q = 0.1 rad through the gear ratio of 4
+    overrides = {"drivers": {"sim": {"params": {"devices": {"shoulder": shoulder}}}}}
+    rig = start_arm(overrides=overrides)
+    probe = rig.probe
+    fault = probe.wait_for(
+        lambda: next((m.json() for m in probe.on("fault") if m.text), None),
+        what="the collision fault",
+    )
+    assert fault["code"] == "collision", fault
+    assert "with table" in fault["message"], fault
+    since = probe.mark()
+    probe.publish("estop", json.dumps({"reset": True}))
+    probe.wait_state(lambda s: s["mode"] == "holding", since=since, what="holding after reset")
+    deeper = refused(
+        rig, {"id": "deeper", "type": "joints", "positions": {"shoulder_lift_joint": 0.3}}
+    )
+    assert deeper.startswith("collision: the arm is in collision"), deeper
+    out = probe.run_goal(
+        {"id": "out", "type": "joints", "positions": {"shoulder_lift_joint": -1.2}}
+    )
+    assert out["status"] == "succeeded", out
+    state = probe.wait_state(since=probe.mark(), what="a state after the way out")
+    assert state["mode"] == "holding", state
+
+
+def test_the_model_topic_carries_the_collision_model(arm: Rig, arm_setup: ArmSetup) -> None:
+    document = json.loads(retained(arm.broker, "model"))
+    model = arm_setup.collision
+    assert model is not None
+    assert document["collision"] == json.loads(json.dumps(model.to_dict()))
+    collision = document["collision"]
+    assert collision["margin"] == pytest.approx(0.01, abs=1e-12)
+    assert collision["environment"][0]["name"] == "table"
+    allowed = {(a, b): why for a, b, why in collision["allowed"]}
+    assert allowed[("base_link", "table")] == "fixed to the root"
+    assert allowed[("upper_arm_link", "forearm_link")] == "adjacent"
+    checked = {(p.a, p.b) for p in model.checked_pairs}
+    assert not checked & set(allowed)
