@@ -157,8 +157,8 @@ def fault_json(fault: Fault) -> dict[str, Any]:
 
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
-    """A ``state`` payload."""
-    return {
+    """A ``state`` payload (``collision_hold`` only while a stream holds before a collision)."""
+    document: dict[str, Any] = {
         "t": telemetry.t,
         "mode": telemetry.mode.value,
         "missed_ticks": telemetry.missed_ticks,
@@ -172,6 +172,10 @@ def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
             "orientation": list(telemetry.tcp_orientation),
         },
     }
+    if telemetry.collision_hold is not None:
+        a, b, distance = telemetry.collision_hold
+        document["collision_hold"] = {"pair": [a, b], "distance": distance}
+    return document
 
 
 def goal_json(goal: Goal) -> dict[str, Any]:

@@ -67,6 +67,7 @@ from armd.motion.trajectory import MotionLimits
 from armd.planning.collision_guard import CollisionGuard
 from armd.planning.goals import GoalPipeline, Gripper, PlanSettings
 from armd.planning.stream_cartesian import CartesianStream
+from armd.planning.stream_guard import StreamGuard
 from armd.planning.stream_input import StreamInput, StreamSettings
 from kinematics.compiled import release_compiler_pages
 from kinematics.ik import IKOptions
@@ -78,6 +79,7 @@ __all__ = [
     "motion_limits",
     "plan_settings",
     "run_daemon",
+    "stream_guard",
 ]
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,16 @@ def collision_guard(setup: ArmSetup) -> CollisionGuard | None:
     if setup.collision is None:
         return None
     return CollisionGuard(setup.collision, setup.tree.limits.velocity)
+
+
+def stream_guard(setup: ArmSetup) -> StreamGuard | None:
+    """The collision checks of stream targets (None: the config has no ``collision:``)."""
+    if setup.collision is None:
+        return None
+    limits = setup.tree.limits
+    return StreamGuard(
+        setup.collision, np.array(limits.lower), np.array(limits.upper), setup.stream.timeout_s
+    )
 
 
 def motion_limits(setup: ArmSetup) -> MotionLimits:
@@ -189,6 +201,7 @@ class Daemon:
             self.control.port,
             self.statuses,
             self.bridge.publish_status,
+            guard=stream_guard(setup),
         )
         self.collision_watch = (
             None
@@ -242,10 +255,15 @@ class Daemon:
                 tcp_position=(position[0], position[1], position[2]),
                 tcp_orientation=(orientation[0], orientation[1], orientation[2], orientation[3]),
                 missed_ticks=sample.missed_ticks,
+                collision_hold=self._collision_hold(),
             )
         )
         if sample.missed_ticks != self._missed_ticks:
             self.show_status(missed_ticks=sample.missed_ticks)
+
+    def _collision_hold(self) -> tuple[str, str, float] | None:
+        hold = self.streams.collision_hold
+        return None if hold is None else (*hold.pair, hold.distance)
 
     def show_status(self, *, mode: Mode | None = None, missed_ticks: int | None = None) -> None:
         """systemd's STATUS=: ``mode: <mode>``, and the missed ticks once there are some."""

@@ -95,6 +95,8 @@ class Telemetry:
     tcp_position: tuple[float, float, float]
     tcp_orientation: tuple[float, float, float, float]
     missed_ticks: int = 0  # since start: ticks the loop could not run on time
+    # a stream holding before a collision: the pair and its distance (m); None: not holding
+    collision_hold: tuple[str, str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ an e-stopped arm, must not flood the topic.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -42,6 +43,7 @@ from armd.link.messages import (
 )
 from armd.link.protocol import STREAM_DISABLED, LoopPort, StreamTarget
 from armd.planning.stream_cartesian import CartesianStream
+from armd.planning.stream_guard import CollisionHold, StreamGuard
 from armd.ratelimit import RateLimiter
 
 __all__ = ["StreamInput", "StreamSettings"]
@@ -50,6 +52,7 @@ log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 REJECTIONS_BURST = 3  # rejected statuses at once, then one per REJECTIONS_INTERVAL_S
 REJECTIONS_INTERVAL_S = 1.0
+HOLD_LOG_INTERVAL_S = 1.0  # s: a stream holding before a collision is said at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +90,12 @@ class StreamInput:
         statuses: StatusLedger,
         publish: Callable[[StatusUpdate], None],
         clock: Callable[[], float] = time.monotonic,
+        guard: StreamGuard | None = None,
     ) -> None:
+        """`guard`: the collision checks of each target (None: none)."""
         self.settings = settings
+        self.guard = guard
+        self._holds = RateLimiter(burst=1, interval_s=HOLD_LOG_INTERVAL_S)
         self.cartesian = cartesian
         self.port = port
         self.statuses = statuses
@@ -145,8 +152,42 @@ class StreamInput:
         if starting:
             self.statuses.receive(message.stream_id)
             self._session = session
+            if self.guard is not None:
+                commanded = self.port.latest.commanded_position
+                assert commanded is not None  # `_cannot_start` checked it
+                self.guard.start(commanded)
         session.seq = message.seq
+        if self.guard is not None and not target.end:
+            target = self._guarded(target)
         self.port.send(target)
+
+    @property
+    def collision_hold(self) -> CollisionHold | None:
+        """Why the stream under way holds before a collision (None: it does not)."""
+        if self.guard is None or self._session is None:
+            return None
+        return self.guard.hold
+
+    def _guarded(self, target: StreamTarget) -> StreamTarget:
+        """`target` as the collision checks let it through (`armd.planning.stream_guard`)."""
+        assert self.guard is not None
+        position, velocity = self.guard.filter(target.position, target.velocity)
+        hold = self.guard.hold
+        if hold is not None:
+            suppressed = self._holds.allow(target.stream_id)
+            if suppressed is not None:
+                a, b = hold.pair
+                log.info(
+                    "stream %s: holding at its last clear target: %s with %s at %.4f m "
+                    "(margin %g m)%s",
+                    target.stream_id,
+                    a,
+                    b,
+                    hold.distance,
+                    self.guard.margin,
+                    f" ({suppressed} similar lines not logged)" if suppressed else "",
+                )
+        return dataclasses.replace(target, position=position, velocity=velocity)
 
     def _cannot_start(self, stream_id: str) -> str | None:
         """Why a new stream is refused here, rate-limited (None: it may start). A latched or

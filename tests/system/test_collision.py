@@ -6,6 +6,7 @@ collision model; a stream pushing the tool into the table holds above it."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -117,3 +118,47 @@ def test_the_model_topic_carries_the_collision_model(arm: Rig, arm_setup: ArmSet
     assert allowed[("upper_arm_link", "forearm_link")] == "adjacent"
     checked = {(p.a, p.b) for p in model.checked_pairs}
     assert not checked & set(allowed)
+
+
+def test_a_stream_pushing_the_tool_into_the_table_holds_above_it(
+    start_arm: Callable[..., Rig], arm_setup: ArmSetup
+) -> None:
+    """Pose targets going down through the table at 100 Hz: the arm slows down and stops above
+    it, ``state`` says the stream holds, and after ``end`` the stream succeeds at rest. (A stream
+    timeout of 2 s: this test's publisher may be held up on a busy machine.)"""
+    arm = start_arm(overrides={"stream": {"timeout_s": 2.0}})
+    go_ready(arm)
+    state = arm.probe.latest_state()
+    x, y, z = state["tcp"]["position"]
+    orientation = state["tcp"]["orientation"]
+    topic = arm.probe.prefix + "stream"
+    since = arm.probe.mark()
+    seq = 0
+    for k in range(250):  # 2.5 s down to 0.25 m below the table, then 0.5 s there
+        seq += 1
+        depth = z - (z + 0.25) * min(k / 200.0, 1.0)
+        message = {
+            "id": "down",
+            "seq": seq,
+            "type": "pose",
+            "position": [x, y, depth],
+            "orientation": orientation,
+        }
+        arm.probe.client.publish(topic, json.dumps(message), qos=0)
+        time.sleep(0.01)
+    arm.probe.client.publish(topic, json.dumps({"id": "down", "seq": seq + 1, "type": "end"}))
+    final = arm.probe.wait_status("down", since=since)
+    assert final["status"] == "succeeded", final
+    assert [s["status"] for s in arm.probe.statuses("down", since)] == ["accepted", "succeeded"]
+    states = arm.probe.states(since)
+    holds = [s["collision_hold"] for s in states if "collision_hold" in s]
+    assert holds, "no state said the stream held"
+    assert "table" in holds[-1]["pair"], holds[-1]
+    model = arm_setup.collision
+    assert model is not None
+    for seen in states:
+        q = arm_setup.tree.q_from_mapping(joint_positions(seen))
+        assert model.first_contact(q) is None, seen
+    last = arm.probe.wait_state(since=arm.probe.mark(), what="a state after the stream")
+    assert at_rest(last), last
+    assert last["tcp"]["position"][2] > 0.0, last
