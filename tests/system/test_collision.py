@@ -6,6 +6,7 @@ collision model; a stream pushing the tool into the table holds above it."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from armd.config.load import ArmSetup
-from tests.system.helpers import Rig
+from tests.system.helpers import Rig, armd_command
 from tests.system.probe import at_rest, joint_positions, max_joint_difference
 from tests.system.test_broker_loss import retained
 
@@ -162,3 +163,22 @@ def test_a_stream_pushing_the_tool_into_the_table_holds_above_it(
     last = arm.probe.wait_state(since=arm.probe.mark(), what="a state after the stream")
     assert at_rest(last), last
     assert last["tcp"]["position"][2] > 0.0, last
+
+
+def test_armd_collision_reads_the_measured_state(arm: Rig, arm_setup: ArmSetup) -> None:
+    go_ready(arm)
+    done = subprocess.run(
+        armd_command("collision", "--config", arm.config, "--measured", "--json"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    ready = arm_setup.config.poses["ready"]
+    for joint, value in ready.items():
+        assert document["q"][joint] == pytest.approx(value, abs=0.01)
+    model = arm_setup.collision
+    assert model is not None
+    assert len(document["pairs"]) == len(model.checked_pairs)
