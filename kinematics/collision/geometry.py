@@ -77,7 +77,7 @@ def _unit_vector(value: ArrayLike, where: str) -> Vec3:
     v = np.array(vec3(value, where))
     norm = float(np.linalg.norm(v))
     if norm < 1e-9:
-        raise ModelError(f"{where}: {list(v)} must be non-zero")
+        raise ModelError(f"{where}: {v.tolist()} must be non-zero")
     x, y, z = (float(c) for c in v / norm)
     return (x, y, z)
 
