@@ -86,6 +86,7 @@ bench: $(STAMP)
 	@$(PLATFORM_REFERENCE)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/kinematics.py
+	$(BIN)/python bench/collision.py
 	$(BIN)/python bench/drivers.py
 	$(BIN)/python bench/mapping.py
 	$(BIN)/python bench/replay.py

@@ -76,12 +76,34 @@ def _any_normal(d, out):
 
 
 @_jit
+def _across(d1x, d1y, d1z, d2x, d2y, d2z, first):
+    """A unit vector across two touching segments (directions d1, d2): their cross product, or
+    any normal of the one that has a length."""
+    cx, cy, cz = d1y * d2z - d1z * d2y, d1z * d2x - d1x * d2z, d1x * d2y - d1y * d2x
+    norm = math.sqrt(cx * cx + cy * cy + cz * cz)
+    if norm > 0.0:
+        return cx / norm, cy / norm, cz / norm
+    n = np.empty(3)
+    _any_normal(np.array([d1x, d1y, d1z]) if first else np.array([d2x, d2y, d2z]), n)
+    return n[0], n[1], n[2]
+
+
+@_jit
 def segment_segment(p1, q1, r1, p2, q2, r2, out):
     """Signed distance of capsules (p1q1, r1) and (p2q2, r2) (Ericson, Real-Time Collision
-    Detection, 5.1.9, for the closest points of the two segments). Scalar code: no allocation."""
-    d1x, d1y, d1z = q1[0] - p1[0], q1[1] - p1[1], q1[2] - p1[2]
-    d2x, d2y, d2z = q2[0] - p2[0], q2[1] - p2[1], q2[2] - p2[2]
-    rx, ry, rz = p1[0] - p2[0], p1[1] - p2[1], p1[2] - p2[2]
+    Detection, 5.1.9, for the closest points of the two segments)."""
+    return segment_segment_rows(p1, 0, q1, 0, r1, p2, 0, q2, 0, r2, out)
+
+
+@_jit
+def segment_segment_rows(P1, i1, Q1, j1, r1, P2, i2, Q2, j2, r2, out):
+    """`segment_segment` on points stored at P1[i1:i1+3], Q1[j1:j1+3], ... of 1-D arrays (the
+    kernels pass rows of their shape table: no array view is made, no allocation)."""
+    p1x, p1y, p1z = P1[i1], P1[i1 + 1], P1[i1 + 2]
+    p2x, p2y, p2z = P2[i2], P2[i2 + 1], P2[i2 + 2]
+    d1x, d1y, d1z = Q1[j1] - p1x, Q1[j1 + 1] - p1y, Q1[j1 + 2] - p1z
+    d2x, d2y, d2z = Q2[j2] - p2x, Q2[j2 + 1] - p2y, Q2[j2 + 2] - p2z
+    rx, ry, rz = p1x - p2x, p1y - p2y, p1z - p2z
     a = d1x * d1x + d1y * d1y + d1z * d1z
     e = d2x * d2x + d2y * d2y + d2z * d2z
     f = d2x * rx + d2y * ry + d2z * rz
@@ -106,21 +128,14 @@ def segment_segment(p1, q1, r1, p2, q2, r2, out):
             elif t > 1.0:
                 t = 1.0
                 s = _clamp01((b - c) / a)
-    c1x, c1y, c1z = p1[0] + s * d1x, p1[1] + s * d1y, p1[2] + s * d1z
-    c2x, c2y, c2z = p2[0] + t * d2x, p2[1] + t * d2y, p2[2] + t * d2z
+    c1x, c1y, c1z = p1x + s * d1x, p1y + s * d1y, p1z + s * d1z
+    c2x, c2y, c2z = p2x + t * d2x, p2y + t * d2y, p2z + t * d2z
     nx, ny, nz = c2x - c1x, c2y - c1y, c2z - c1z
     length = math.sqrt(nx * nx + ny * ny + nz * nz)
     if length > 0.0:
         nx, ny, nz = nx / length, ny / length, nz / length
     else:  # the segments touch: any direction across them
-        n = np.empty(3)
-        d = np.array([d1x, d1y, d1z]) if a > 0.0 else np.array([d2x, d2y, d2z])
-        cross = np.array([d1y * d2z - d1z * d2y, d1z * d2x - d1x * d2z, d1x * d2y - d1y * d2x])
-        if _dot(cross, cross) > 0.0:
-            n[:] = cross / math.sqrt(_dot(cross, cross))
-        else:
-            _any_normal(d, n)
-        nx, ny, nz = n[0], n[1], n[2]
+        nx, ny, nz = _across(d1x, d1y, d1z, d2x, d2y, d2z, a > 0.0)
     out[0], out[1], out[2] = c1x + r1 * nx, c1y + r1 * ny, c1z + r1 * nz
     out[3], out[4], out[5] = c2x - r2 * nx, c2y - r2 * ny, c2z - r2 * nz
     return length - r1 - r2

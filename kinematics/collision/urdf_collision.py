@@ -161,10 +161,13 @@ def collision_from_urdf(
         except ET.ParseError as exc:
             raise ModelError(f"invalid XML: {exc}") from None
         shapes: dict[str, tuple[Shape, ...]] = {}
-        names = set()
-        for i, link in enumerate(robot.findall("link")):
+        links = robot.findall("link")
+        names = {link.get("name") or f"<link> #{i + 1}" for i, link in enumerate(links)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ModelError(f"collision overrides name links the URDF does not have: {unknown}")
+        for i, link in enumerate(links):
             name = link.get("name") or f"<link> #{i + 1}"
-            names.add(name)
             if name in overrides:
                 shapes[name] = tuple(overrides[name])
                 continue
@@ -181,9 +184,6 @@ def collision_from_urdf(
             )
             if found:
                 shapes[name] = found
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise ModelError(f"collision overrides name links the URDF does not have: {unknown}")
         return shapes
     except ModelError as exc:
         raise ModelError(f"{source}: {exc}" if source else str(exc)) from None
