@@ -17,7 +17,7 @@ from tests.kinematics.collision_peers import COAL_TOLERANCE, coal_distance, coal
 Array = NDArray[np.float64]
 EXACT = 1e-9  # m: both sides exact (sphere/capsule pairs, planes)
 MARGIN = 0.01
-COUNT = 1000
+COUNT = 600
 IDENTITY = (np.eye(3), np.zeros(3))
 
 
@@ -139,7 +139,7 @@ def test_witness_points_realise_the_distance(kind_a: str, kind_b: str) -> None:
 KINDS = st.sampled_from(["sphere", "capsule", "box"])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(kind_a=KINDS, kind_b=KINDS, seed=st.integers(0, 2**32 - 1))
 def test_symmetric(kind_a: str, kind_b: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -158,7 +158,7 @@ def _moved(shape: Shape, R: Array, t: Array) -> Shape:
     return Box(R @ np.array(shape.center) + t, shape.size, q)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(kind_a=KINDS, kind_b=KINDS, seed=st.integers(0, 2**32 - 1))
 def test_invariant_under_rigid_motion(kind_a: str, kind_b: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
