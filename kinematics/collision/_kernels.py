@@ -4,6 +4,11 @@ distance of every checked pair, the first pair closer than a bound, or a whole p
 The array layouts are `kinematics.collision._layout`'s; forward kinematics is the tree kernel of
 `kinematics._kernels`. Nothing compiles on import: each entry kernel is compiled for the one
 signature of `ENTRIES` by `kinematics.collision.compiled` (or loaded from numba's cache).
+
+numba's cache of these entries is keyed on this file only: after editing
+`kinematics.collision._primitive_kernels` (or a layout constant, or `kinematics._kernels`), clear it
+(``kinematics/collision/__pycache__/*.nbi``, ``*.nbc``), or the entries keep the old code. An
+install rewrites every file, which clears it.
 """
 
 from __future__ import annotations
