@@ -147,14 +147,14 @@ def segment_plane(p, q, radius, point, normal, out):
 @_jit
 def box_plane(c, R, h, point, normal, out):
     """Signed distance of a box (centre c, rotation R (3, 3), half-sizes h) above a plane."""
-    low = c.copy()
+    lx, ly, lz = c[0], c[1], c[2]  # the lowest corner along the normal
     for i in range(3):
-        axis = R[:, i]
-        sign = 1.0 if _dot(axis, normal) > 0.0 else -1.0
-        low -= sign * h[i] * axis
-    dist = _dot(low - point, normal)
-    out[0:3] = low
-    out[3:6] = low - dist * normal
+        up = R[0, i] * normal[0] + R[1, i] * normal[1] + R[2, i] * normal[2]
+        step = h[i] if up > 0.0 else -h[i]
+        lx, ly, lz = lx - step * R[0, i], ly - step * R[1, i], lz - step * R[2, i]
+    dist = (lx - point[0]) * normal[0] + (ly - point[1]) * normal[1] + (lz - point[2]) * normal[2]
+    out[0], out[1], out[2] = lx, ly, lz
+    out[3], out[4], out[5] = lx - dist * normal[0], ly - dist * normal[1], lz - dist * normal[2]
     return dist
 
 
