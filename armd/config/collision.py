@@ -1,16 +1,19 @@
 """The config's ``collision:`` section resolved into the collision model's inputs
 (`kinematics.collision.CollisionSpec`), every problem reported at its path with its value.
 
-The geometry file (``geometry:``, relative to the config's folder like ``model:``) holds the arm's
-shapes::
+The geometry file (``geometry:``, relative to the config's folder like ``model:``; the shipped
+ones are config/collision/*.yaml) is a collision section of its own (docs/collision.md)::
 
+    margin: 0.01
     links:                        # link: its shapes in the link's frame (m)
       upper_arm_link:
         - {type: capsule, a: [0, 0, 0], b: [0, 0, 0.425], radius: 0.06}
-    allowed: [[link_a, link_b]]   # optional: pairs the arm's own design lets touch
+    allowed: [[link_a, link_b]]   # pairs the arm's own design lets touch
+    environment: [...]            # e.g. the table the arm stands on
 
-The section's ``links`` replace the file's shapes link by link (or add links), its ``allowed``
-pairs join the file's; ``margin``, ``self_collision`` and ``environment`` are the section's.
+The config's section completes it: its ``links`` replace the file's shapes link by link (or add
+links), its ``allowed`` pairs join the file's, and ``margin``, ``self_collision`` and
+``environment``, where the section gives them, replace the file's.
 Shapes and objects are parsed by `kinematics.collision.spec` (which names the field and the
 value); link names and allowed pairs are checked against the model here, without the compiled
 kernels, so that ``armd check`` and ``armd goal`` stay fast. The model itself (`CollisionModel`,
@@ -33,7 +36,7 @@ from kinematics.collision.spec import shape_from_dict
 
 __all__ = ["collision_spec", "read_geometry"]
 
-_GEOMETRY_KEYS = {"links", "allowed"}
+_GEOMETRY_KEYS = {"margin", "self_collision", "links", "allowed", "environment"}
 
 
 class _Problems:
@@ -47,8 +50,8 @@ class _Problems:
 
 
 def read_geometry(path: Path) -> dict[str, Any]:
-    """The geometry file at `path` as a mapping with ``links`` (and maybe ``allowed``).
-    Raises `ConfigError` naming the file."""
+    """The geometry file at `path` as a mapping with ``links`` (and maybe the other keys of a
+    collision section). Raises `ConfigError` naming the file."""
     from armd.config.yaml_doc import read_yaml  # noqa: PLC0415 (yaml_doc imports the schema)
 
     data, _ = read_yaml(path)
@@ -106,15 +109,17 @@ def _links(
     return links
 
 
-def _environment(section: CollisionConfig, problems: _Problems) -> tuple[EnvironmentObject, ...]:
+def _environment(
+    items: list[Any], where: tuple[str, ...], problems: _Problems
+) -> tuple[EnvironmentObject, ...]:
     objects: list[EnvironmentObject] = []
-    for i, item in enumerate(section.environment):
+    for i, item in enumerate(items):
         try:
             objects += spec_from_dict({"environment": [item]}).environment
         except ModelError as exc:
             name = item.get("name") if isinstance(item, dict) else None
             message = str(exc).replace("environment #1", f"object {name!r}" if name else "object")
-            problems.add(("collision", "environment", i), message)
+            problems.add((*where, i), message)
     return tuple(objects)
 
 
@@ -126,6 +131,7 @@ def collision_spec(
     problems = _Problems()
     file_links: Mapping[str, Any] = {}
     file_allowed: list[Any] = []
+    data: Mapping[str, Any] = {}
     geometry = None
     if section.geometry is not None:
         geometry = base / Path(section.geometry).expanduser()
@@ -136,15 +142,24 @@ def collision_spec(
         else:
             file_links, file_allowed = data["links"], list(data.get("allowed") or [])
     links = _links(file_links, section, tree, geometry, problems)
-    environment = _environment(section, problems)
-    allowed = [tuple(pair) for pair in [*file_allowed, *section.allowed]]
+    given = section.model_fields_set
+    if "environment" in given or not isinstance(data.get("environment"), list):
+        environment = _environment(section.environment, ("collision", "environment"), problems)
+    else:
+        where = ("collision", "geometry", f"{geometry}: environment")
+        environment = _environment(data["environment"], where, problems)
+    margin = section.margin if "margin" in given else data.get("margin", section.margin)
+    self_collision = section.self_collision
+    if "self_collision" not in given:
+        self_collision = data.get("self_collision", section.self_collision)
     spec = None
     try:
+        allowed = [tuple(pair) for pair in [*file_allowed, *section.allowed]]
         spec = CollisionSpec(
             links=links,
             environment=environment,
-            margin=section.margin,
-            self_collision=section.self_collision,
+            margin=margin,
+            self_collision=self_collision,
             allowed=spec_from_dict({"allowed": allowed}).allowed,
         )
     except ModelError as exc:

@@ -4,6 +4,11 @@ distance of every checked pair, the first pair closer than a bound, or a whole p
 The array layouts are `kinematics.collision._layout`'s; forward kinematics is the tree kernel of
 `kinematics._kernels`. Nothing compiles on import: each entry kernel is compiled for the one
 signature of `ENTRIES` by `kinematics.collision.compiled` (or loaded from numba's cache).
+
+numba's cache of these entries is keyed on this file only: after editing
+`kinematics.collision._primitive_kernels` (or a layout constant, or `kinematics._kernels`), clear it
+(``kinematics/collision/__pycache__/*.nbi``, ``*.nbc``), or the entries keep the old code. An
+install rewrites every file, which clears it.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from kinematics.collision._primitive_kernels import (
     box_plane,
     segment_box,
     segment_plane,
-    segment_segment,
+    segment_segment_rows,
 )
 
 _jit = nb.njit(cache=True, nogil=True)
@@ -54,10 +59,9 @@ _f8_2r = nb.types.Array(nb.float64, 2, "C", readonly=True)
 
 
 @_jit
-def _frames(tree, q, rot, trans):
-    """rot (n_links, 3, 3), trans (n_links, 3): root_from_link of every link at q. False if q is
-    not finite."""
-    dqs = np.empty((tree.shape[0], 8))
+def _frames(tree, q, dqs, rot, trans):
+    """rot (n_links, 3, 3), trans (n_links, 3): root_from_link of every link at q (dqs
+    (n_links, 8): scratch). False if q is not finite."""
     if not tree_fk(tree, q, dqs):
         return False
     for i in range(tree.shape[0]):
@@ -76,11 +80,11 @@ def _frames(tree, q, rot, trans):
 
 
 @_jit
-def _transform_point(R, t, shapes, s, col, out):
+def _transform_point(R, t, shapes, s, col, world):
+    """world[s, col:col+3] = R shapes[s, col:col+3] + t."""
+    x, y, z = shapes[s, col], shapes[s, col + 1], shapes[s, col + 2]
     for i in range(3):
-        out[i] = (
-            R[i, 0] * shapes[s, col] + R[i, 1] * shapes[s, col + 1] + R[i, 2] * shapes[s, col + 2]
-        ) + t[i]
+        world[s, col + i] = R[i, 0] * x + R[i, 1] * y + R[i, 2] * z + t[i]
 
 
 @_jit
@@ -100,9 +104,9 @@ def _place(shapes, rot, trans, world, wrot):
                     wrot[s, i, j] = shapes[s, ROT + 3 * i + j]
             continue
         R = rot[link]
-        _transform_point(R, trans[link], shapes, s, P0, world[s, P0 : P0 + 3])
+        _transform_point(R, trans[link], shapes, s, P0, world)
         if shapes[s, KIND] == SEGMENT:
-            _transform_point(R, trans[link], shapes, s, P1, world[s, P1 : P1 + 3])
+            _transform_point(R, trans[link], shapes, s, P1, world)
         else:
             for i in range(3):
                 world[s, HALF + i] = shapes[s, HALF + i]
@@ -120,11 +124,16 @@ def _pair_distance(world, wrot, pair, out):
     (6,) in the order of the checked pair's names."""
     a, b = pair[PAIR_A], pair[PAIR_B]
     ka, kb = world[a, KIND], world[b, KIND]
+    if ka == SEGMENT and kb == SEGMENT:  # the common case: no array view made
+        wa, wb = world[a], world[b]
+        d = segment_segment_rows(wa, P0, wa, P1, wa[RADIUS], wb, P0, wb, P1, wb[RADIUS], out)
+        if pair[PAIR_SWAP]:
+            for i in range(3):
+                out[i], out[3 + i] = out[3 + i], out[i]
+        return d
     pa0, pa1 = world[a, P0 : P0 + 3], world[a, P1 : P1 + 3]
     pb0, pb1 = world[b, P0 : P0 + 3], world[b, P1 : P1 + 3]
-    if ka == SEGMENT and kb == SEGMENT:
-        d = segment_segment(pa0, pa1, world[a, RADIUS], pb0, pb1, world[b, RADIUS], out)
-    elif ka == SEGMENT and kb == BOX:
+    if ka == SEGMENT and kb == BOX:
         d = segment_box(pa0, pa1, world[a, RADIUS], pb0, wrot[b], world[b, HALF : HALF + 3], out)
     elif ka == SEGMENT and kb == PLANE:
         d = segment_plane(pa0, pa1, world[a, RADIUS], pb0, pb1, out)
@@ -141,12 +150,24 @@ def _pair_distance(world, wrot, pair, out):
 
 
 @_jit
-def _placed(tree, shapes, q, world, wrot):
-    """Place the shapes at q; False if q is not finite."""
+def _scratch(tree, shapes):
+    """The work arrays of `_placed`: (world, wrot, dqs, rot, trans)."""
     n = tree.shape[0]
-    rot = np.empty((n, 3, 3))
-    trans = np.empty((n, 3))
-    if not _frames(tree, q, rot, trans):
+    s = shapes.shape[0]
+    return (
+        np.empty((s, shapes.shape[1])),
+        np.empty((s, 3, 3)),
+        np.empty((n, 8)),
+        np.empty((n, 3, 3)),
+        np.empty((n, 3)),
+    )
+
+
+@_jit
+def _placed(tree, shapes, q, scratch):
+    """Place the shapes at q into scratch's world rows; False if q is not finite."""
+    world, wrot, dqs, rot, trans = scratch
+    if not _frames(tree, q, dqs, rot, trans):
         return False
     _place(shapes, rot, trans, world, wrot)
     return True
@@ -156,9 +177,9 @@ def _placed(tree, shapes, q, world, wrot):
 def distances(tree, shapes, pairs, q, dist, points):
     """dist (P,): each checked pair's signed distance at q (m), the least over its shape pairs;
     points (P, 6): its witness points in the root frame. False if q is not finite."""
-    world = np.empty(shapes.shape)
-    wrot = np.empty((shapes.shape[0], 3, 3))
-    if not _placed(tree, shapes, q, world, wrot):
+    scratch = _scratch(tree, shapes)
+    world, wrot = scratch[0], scratch[1]
+    if not _placed(tree, shapes, q, scratch):
         return False
     dist[:] = np.inf
     out = np.empty(6)
@@ -175,11 +196,11 @@ def distances(tree, shapes, pairs, q, dist, points):
 def distances_batch(tree, shapes, pairs, qs, dist):
     """dist (N, P): each checked pair's signed distance for each row of qs (N, dof). False if qs
     is not finite."""
-    world = np.empty(shapes.shape)
-    wrot = np.empty((shapes.shape[0], 3, 3))
+    scratch = _scratch(tree, shapes)
+    world, wrot = scratch[0], scratch[1]
     out = np.empty(6)
     for n in range(qs.shape[0]):
-        if not _placed(tree, shapes, qs[n], world, wrot):
+        if not _placed(tree, shapes, qs[n], scratch):
             return False
         dist[n, :] = np.inf
         for k in range(pairs.shape[0]):
@@ -194,9 +215,9 @@ def min_distance(tree, shapes, pairs, q, stop_below, result):
     """result (2,) = [distance, pair id]: the first shape pair closer than `stop_below` (m), or,
     when none is, the closest one. -inf as `stop_below` gives the least distance. False if q is not
     finite."""
-    world = np.empty(shapes.shape)
-    wrot = np.empty((shapes.shape[0], 3, 3))
-    if not _placed(tree, shapes, q, world, wrot):
+    scratch = _scratch(tree, shapes)
+    world, wrot = scratch[0], scratch[1]
+    if not _placed(tree, shapes, q, scratch):
         return False
     out = np.empty(6)
     result[0] = np.inf
@@ -242,8 +263,8 @@ def check_path(tree, shapes, pairs, weights, qs, bounds, margin, result, q_out):
     for k in range(qs.shape[0]):
         if not all_finite(qs[k]):
             return False
-    world = np.empty(shapes.shape)
-    wrot = np.empty((shapes.shape[0], 3, 3))
+    scratch = _scratch(tree, shapes)
+    world, wrot = scratch[0], scratch[1]
     n_pairs = pairs.shape[0]
     slack = np.full(n_pairs, -1.0)  # a lower bound of (distance - margin); < 0: evaluate
     moved = np.empty(shapes.shape[0])
@@ -270,7 +291,7 @@ def check_path(tree, shapes, pairs, weights, qs, bounds, margin, result, q_out):
             result[R_SAMPLES] += 1.0
             if np.min(slack) >= 0.0:
                 continue
-            _placed(tree, shapes, step, world, wrot)
+            _placed(tree, shapes, step, scratch)
             for p in range(n_pairs):
                 if slack[p] >= 0.0:
                     continue

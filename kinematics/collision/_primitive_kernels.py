@@ -27,6 +27,9 @@ _jit = nb.njit(cache=True, nogil=True)
 
 _PARALLEL = 1e-14  # relative: segments whose direction cross product is below this are parallel
 _AXIS_MIN = 1e-12  # a cross-product axis shorter than this (parallel edges) is skipped by SAT
+# m: a segment nearer a box than this is taken as touching it, and its depth found by SAT (rounding
+# leaves ~1e-18 m where the segment crosses the box); both answers agree within it at contact
+_TOUCHING = 1e-12
 
 
 @_jit
@@ -37,24 +40,6 @@ def _clamp01(x):
 @_jit
 def _dot(a, b):
     return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
-
-
-@_jit
-def _rt_mul(R, v):
-    """R^T v for a 3x3 R (no BLAS: numba's matmul would call it for 9 products)."""
-    out = np.empty(3)
-    for i in range(3):
-        out[i] = R[0, i] * v[0] + R[1, i] * v[1] + R[2, i] * v[2]
-    return out
-
-
-@_jit
-def _r_mul(R, v):
-    """R v for a 3x3 R."""
-    out = np.empty(3)
-    for i in range(3):
-        out[i] = R[i, 0] * v[0] + R[i, 1] * v[1] + R[i, 2] * v[2]
-    return out
 
 
 @_jit
@@ -73,12 +58,34 @@ def _any_normal(d, out):
 
 
 @_jit
+def _across(d1x, d1y, d1z, d2x, d2y, d2z, first):
+    """A unit vector across two touching segments (directions d1, d2): their cross product, or
+    any normal of the one that has a length."""
+    cx, cy, cz = d1y * d2z - d1z * d2y, d1z * d2x - d1x * d2z, d1x * d2y - d1y * d2x
+    norm = math.sqrt(cx * cx + cy * cy + cz * cz)
+    if norm > 0.0:
+        return cx / norm, cy / norm, cz / norm
+    n = np.empty(3)
+    _any_normal(np.array([d1x, d1y, d1z]) if first else np.array([d2x, d2y, d2z]), n)
+    return n[0], n[1], n[2]
+
+
+@_jit
 def segment_segment(p1, q1, r1, p2, q2, r2, out):
     """Signed distance of capsules (p1q1, r1) and (p2q2, r2) (Ericson, Real-Time Collision
-    Detection, 5.1.9, for the closest points of the two segments). Scalar code: no allocation."""
-    d1x, d1y, d1z = q1[0] - p1[0], q1[1] - p1[1], q1[2] - p1[2]
-    d2x, d2y, d2z = q2[0] - p2[0], q2[1] - p2[1], q2[2] - p2[2]
-    rx, ry, rz = p1[0] - p2[0], p1[1] - p2[1], p1[2] - p2[2]
+    Detection, 5.1.9, for the closest points of the two segments)."""
+    return segment_segment_rows(p1, 0, q1, 0, r1, p2, 0, q2, 0, r2, out)
+
+
+@_jit
+def segment_segment_rows(P1, i1, Q1, j1, r1, P2, i2, Q2, j2, r2, out):
+    """`segment_segment` on points stored at P1[i1:i1+3], Q1[j1:j1+3], ... of 1-D arrays (the
+    kernels pass rows of their shape table: no array view is made, no allocation)."""
+    p1x, p1y, p1z = P1[i1], P1[i1 + 1], P1[i1 + 2]
+    p2x, p2y, p2z = P2[i2], P2[i2 + 1], P2[i2 + 2]
+    d1x, d1y, d1z = Q1[j1] - p1x, Q1[j1 + 1] - p1y, Q1[j1 + 2] - p1z
+    d2x, d2y, d2z = Q2[j2] - p2x, Q2[j2 + 1] - p2y, Q2[j2 + 2] - p2z
+    rx, ry, rz = p1x - p2x, p1y - p2y, p1z - p2z
     a = d1x * d1x + d1y * d1y + d1z * d1z
     e = d2x * d2x + d2y * d2y + d2z * d2z
     f = d2x * rx + d2y * ry + d2z * rz
@@ -103,21 +110,14 @@ def segment_segment(p1, q1, r1, p2, q2, r2, out):
             elif t > 1.0:
                 t = 1.0
                 s = _clamp01((b - c) / a)
-    c1x, c1y, c1z = p1[0] + s * d1x, p1[1] + s * d1y, p1[2] + s * d1z
-    c2x, c2y, c2z = p2[0] + t * d2x, p2[1] + t * d2y, p2[2] + t * d2z
+    c1x, c1y, c1z = p1x + s * d1x, p1y + s * d1y, p1z + s * d1z
+    c2x, c2y, c2z = p2x + t * d2x, p2y + t * d2y, p2z + t * d2z
     nx, ny, nz = c2x - c1x, c2y - c1y, c2z - c1z
     length = math.sqrt(nx * nx + ny * ny + nz * nz)
     if length > 0.0:
         nx, ny, nz = nx / length, ny / length, nz / length
     else:  # the segments touch: any direction across them
-        n = np.empty(3)
-        d = np.array([d1x, d1y, d1z]) if a > 0.0 else np.array([d2x, d2y, d2z])
-        cross = np.array([d1y * d2z - d1z * d2y, d1z * d2x - d1x * d2z, d1x * d2y - d1y * d2x])
-        if _dot(cross, cross) > 0.0:
-            n[:] = cross / math.sqrt(_dot(cross, cross))
-        else:
-            _any_normal(d, n)
-        nx, ny, nz = n[0], n[1], n[2]
+        nx, ny, nz = _across(d1x, d1y, d1z, d2x, d2y, d2z, a > 0.0)
     out[0], out[1], out[2] = c1x + r1 * nx, c1y + r1 * ny, c1z + r1 * nz
     out[3], out[4], out[5] = c2x - r2 * nx, c2y - r2 * ny, c2z - r2 * nz
     return length - r1 - r2
@@ -147,37 +147,37 @@ def segment_plane(p, q, radius, point, normal, out):
 @_jit
 def box_plane(c, R, h, point, normal, out):
     """Signed distance of a box (centre c, rotation R (3, 3), half-sizes h) above a plane."""
-    low = c.copy()
+    lx, ly, lz = c[0], c[1], c[2]  # the lowest corner along the normal
     for i in range(3):
-        axis = R[:, i]
-        sign = 1.0 if _dot(axis, normal) > 0.0 else -1.0
-        low -= sign * h[i] * axis
-    dist = _dot(low - point, normal)
-    out[0:3] = low
-    out[3:6] = low - dist * normal
+        up = R[0, i] * normal[0] + R[1, i] * normal[1] + R[2, i] * normal[2]
+        step = h[i] if up > 0.0 else -h[i]
+        lx, ly, lz = lx - step * R[0, i], ly - step * R[1, i], lz - step * R[2, i]
+    dist = (lx - point[0]) * normal[0] + (ly - point[1]) * normal[1] + (lz - point[2]) * normal[2]
+    out[0], out[1], out[2] = lx, ly, lz
+    out[3], out[4], out[5] = lx - dist * normal[0], ly - dist * normal[1], lz - dist * normal[2]
     return dist
 
 
 @_jit
-def _point_box_sq(p, h):
-    """Squared distance of p (box frame) to the box [-h, h]."""
+def _point_box_sq_at(p0, d, t, h):
+    """Squared distance of the point p0 + t d to the box [-h, h] (tuples, box frame)."""
     total = 0.0
     for i in range(3):
-        if p[i] > h[i]:
-            total += (p[i] - h[i]) ** 2
-        elif p[i] < -h[i]:
-            total += (p[i] + h[i]) ** 2
+        x = p0[i] + t * d[i]
+        if x > h[i]:
+            total += (x - h[i]) ** 2
+        elif x < -h[i]:
+            total += (x + h[i]) ** 2
     return total
 
 
 @_jit
-def _segment_box_local(p0, d, h):
+def _segment_box_local(p0, d, h, ts):
     """(t, squared distance) of the point of the segment p0 + t d, t in [0, 1], nearest to the box
-    [-h, h] (all in the box's frame). The squared distance is a convex piecewise quadratic in t,
-    with breaks where a coordinate crosses a face's plane: each piece is minimised exactly."""
-    ts = np.empty(8)
-    ts[0] = 0.0
-    n = 1
+    [-h, h] (tuples, in the box's frame; ts: (8,) scratch). The squared distance is a convex
+    piecewise quadratic in t, with breaks where a coordinate crosses a face's plane: each piece is
+    minimised exactly."""
+    n = 0
     for i in range(3):
         if d[i] != 0.0:
             for sign in (-1.0, 1.0):
@@ -185,13 +185,18 @@ def _segment_box_local(p0, d, h):
                 if 0.0 < t < 1.0:
                     ts[n] = t
                     n += 1
-    ts[n] = 1.0
-    n += 1
-    ts[:n].sort()
+    for k in range(1, n):  # insertion sort of at most 6 breaks
+        value = ts[k]
+        j = k - 1
+        while j >= 0 and ts[j] > value:
+            ts[j + 1] = ts[j]
+            j -= 1
+        ts[j + 1] = value
     best_t = 0.0
-    best = _point_box_sq(p0, h)
-    for k in range(n - 1):
-        t0, t1 = ts[k], ts[k + 1]
+    best = _point_box_sq_at(p0, d, 0.0, h)
+    t0 = 0.0
+    for k in range(n + 1):
+        t1 = ts[k] if k < n else 1.0
         tm = 0.5 * (t0 + t1)
         qa = 0.0
         qb = 0.0
@@ -205,64 +210,106 @@ def _segment_box_local(p0, d, h):
                 qb += d[i] * (p0[i] + h[i])
         t = t0 if qa == 0.0 else min(max(-qb / qa, t0), t1)
         for candidate in (t, t1):
-            value = _point_box_sq(p0 + candidate * d, h)
+            value = _point_box_sq_at(p0, d, candidate, h)
             if value < best:
                 best, best_t = value, candidate
+        t0 = t1
     return best_t, best
 
 
 @_jit
-def _segment_box_sat(m, e, h, u_out):
-    """Penetration depth of the segment m ± e into the box [-h, h] (box frame) over the separating
-    axes (3 face normals, 3 cross products); u_out: the unit axis, oriented from the box to the
-    segment. Returns a negative number if an axis separates them."""
+def _segment_box_sat(m, e, h):
+    """(depth, unit axis) of the segment m ± e into the box [-h, h] (tuples, box frame) over the
+    separating axes (3 face normals, 3 cross products); the axis is oriented from the box to the
+    segment. The depth is negative if an axis separates them."""
     best = np.inf
-    u = np.empty(3)
+    bx, by, bz = 0.0, 0.0, 1.0
     for k in range(6):
-        u[:] = 0.0
         if k < 3:
-            u[k] = 1.0
-        else:
-            axis = np.zeros(3)
-            axis[k - 3] = 1.0
-            u[:] = np.cross(e, axis)
-            norm = math.sqrt(_dot(u, u))
+            ux = 1.0 if k == 0 else 0.0
+            uy = 1.0 if k == 1 else 0.0
+            uz = 1.0 if k == 2 else 0.0
+        else:  # e × unit axis k - 3
+            ax = 1.0 if k == 3 else 0.0
+            ay = 1.0 if k == 4 else 0.0
+            az = 1.0 if k == 5 else 0.0
+            ux, uy, uz = e[1] * az - e[2] * ay, e[2] * ax - e[0] * az, e[0] * ay - e[1] * ax
+            norm = math.sqrt(ux * ux + uy * uy + uz * uz)
             if norm < _AXIS_MIN:
                 continue
-            u /= norm
+            ux, uy, uz = ux / norm, uy / norm, uz / norm
+        mu = m[0] * ux + m[1] * uy + m[2] * uz
         overlap = (
-            h[0] * abs(u[0])
-            + h[1] * abs(u[1])
-            + h[2] * abs(u[2])
-            + abs(_dot(e, u))
-            - abs(_dot(m, u))
+            h[0] * abs(ux)
+            + h[1] * abs(uy)
+            + h[2] * abs(uz)
+            + abs(e[0] * ux + e[1] * uy + e[2] * uz)
+            - abs(mu)
         )
         if overlap < best:
             best = overlap
-            sign = 1.0 if _dot(m, u) >= 0.0 else -1.0
-            u_out[:] = sign * u
-    return best
+            sign = 1.0 if mu >= 0.0 else -1.0
+            bx, by, bz = sign * ux, sign * uy, sign * uz
+    return best, (bx, by, bz)
+
+
+@_jit
+def _to_box(R, c, p):
+    """R^T (p - c) as a tuple."""
+    x, y, z = p[0] - c[0], p[1] - c[1], p[2] - c[2]
+    return (
+        R[0, 0] * x + R[1, 0] * y + R[2, 0] * z,
+        R[0, 1] * x + R[1, 1] * y + R[2, 1] * z,
+        R[0, 2] * x + R[1, 2] * y + R[2, 2] * z,
+    )
+
+
+@_jit
+def _from_box(R, c, v, out, at):
+    """out[at:at+3] = c + R v (v a tuple in the box's frame)."""
+    for i in range(3):
+        out[at + i] = c[i] + R[i, 0] * v[0] + R[i, 1] * v[1] + R[i, 2] * v[2]
 
 
 @_jit
 def segment_box(p, q, radius, c, R, h, out):
-    """Signed distance of a capsule (pq, radius) to a box (centre c, rotation R, half-sizes h)."""
-    p0 = _rt_mul(R, p - c)
-    d = _rt_mul(R, q - p)
-    t, sq = _segment_box_local(p0, d, h)
-    if sq > 0.0:
-        on_segment = p0 + t * d
-        on_box = np.minimum(np.maximum(on_segment, -h), h)
+    """Signed distance of a capsule (pq, radius) to a box (centre c, rotation R, half-sizes h).
+    Scalar code: one scratch array, no other allocation."""
+    p0 = _to_box(R, c, p)
+    q0 = _to_box(R, c, q)
+    d = (q0[0] - p0[0], q0[1] - p0[1], q0[2] - p0[2])
+    hh = (h[0], h[1], h[2])
+    t, sq = _segment_box_local(p0, d, hh, np.empty(8))
+    if sq > _TOUCHING * _TOUCHING:
+        s = (p0[0] + t * d[0], p0[1] + t * d[1], p0[2] + t * d[2])
+        b = (
+            min(max(s[0], -hh[0]), hh[0]),
+            min(max(s[1], -hh[1]), hh[1]),
+            min(max(s[2], -hh[2]), hh[2]),
+        )
         dist = math.sqrt(sq)
-        n = (on_box - on_segment) / dist
-        out[0:3] = c + _r_mul(R, on_segment + radius * n)
-        out[3:6] = c + _r_mul(R, on_box)
+        k = radius / dist
+        _from_box(
+            R,
+            c,
+            (s[0] + k * (b[0] - s[0]), s[1] + k * (b[1] - s[1]), s[2] + k * (b[2] - s[2])),
+            out,
+            0,
+        )
+        _from_box(R, c, b, out, 3)
         return dist - radius
-    u = np.empty(3)
-    depth = _segment_box_sat(p0 + 0.5 * d, 0.5 * d, h, u)
-    deepest = p0 if _dot(p0, u) <= _dot(p0 + d, u) else p0 + d
-    out[0:3] = c + _r_mul(R, deepest - radius * u)
-    out[3:6] = c + _r_mul(R, deepest + depth * u)
+    m = (p0[0] + 0.5 * d[0], p0[1] + 0.5 * d[1], p0[2] + 0.5 * d[2])
+    e = (0.5 * d[0], 0.5 * d[1], 0.5 * d[2])
+    depth, u = _segment_box_sat(m, e, hh)
+    up = p0[0] * u[0] + p0[1] * u[1] + p0[2] * u[2]
+    uq = q0[0] * u[0] + q0[1] * u[1] + q0[2] * u[2]
+    deep = p0 if up <= uq else q0
+    _from_box(
+        R, c, (deep[0] - radius * u[0], deep[1] - radius * u[1], deep[2] - radius * u[2]), out, 0
+    )
+    _from_box(
+        R, c, (deep[0] + depth * u[0], deep[1] + depth * u[1], deep[2] + depth * u[2]), out, 3
+    )
     return -depth - radius
 
 

@@ -11,6 +11,7 @@ as the end caps still cover every vertex.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -19,16 +20,28 @@ from numpy.typing import ArrayLike, NDArray
 from kinematics.collision.geometry import Capsule
 from kinematics.errors import ModelError
 
-__all__ = ["bounding_capsule", "read_mesh_vertices"]
+__all__ = [
+    "bounding_capsule",
+    "fit_capsules",
+    "fit_radii",
+    "read_mesh",
+    "read_mesh_vertices",
+    "subdivide",
+]
 
 Array = NDArray[np.float64]
 
-_CIRCLE_ITERATIONS = 200  # Bădoiu–Clarkson: the enclosing circle within ~1/sqrt(n) of the least
+_CIRCLE_ITERATIONS = 100  # Bădoiu–Clarkson: the enclosing circle within ~1/sqrt(n) of the least
 
 
 def read_mesh_vertices(path: Path, scale: ArrayLike = (1.0, 1.0, 1.0)) -> Array:
     """The vertices (n, 3) of the mesh file at `path` (in its own units, times `scale` per axis).
     Raises `ModelError` when the file cannot be read or holds no vertex."""
+    return read_mesh(path, scale)[0]
+
+
+def read_mesh(path: Path, scale: ArrayLike = (1.0, 1.0, 1.0)) -> tuple[Array, NDArray[np.int64]]:
+    """(vertices (n, 3) times `scale`, triangles (m, 3) of vertex indices) of the mesh file."""
     try:
         import trimesh  # noqa: PLC0415 (only programs that read meshes need it)
     except ImportError as exc:
@@ -36,13 +49,14 @@ def read_mesh_vertices(path: Path, scale: ArrayLike = (1.0, 1.0, 1.0)) -> Array:
     try:
         mesh = trimesh.load(str(path), force="mesh", process=False)
         vertices = np.asarray(getattr(mesh, "vertices", None), dtype=np.float64)
+        faces = np.asarray(getattr(mesh, "faces", np.zeros((0, 3))), dtype=np.int64).reshape(-1, 3)
     except Exception as exc:  # trimesh raises many types (ValueError, KeyError, OSError, ...)
         raise ModelError(
             f"mesh {str(path)!r}: cannot be read ({type(exc).__name__}: {exc})"
         ) from None
     if vertices.ndim != 2 or vertices.shape[0] == 0 or vertices.shape[1] != 3:
         raise ModelError(f"mesh {str(path)!r}: holds no vertices")
-    return vertices * np.asarray(scale, dtype=np.float64)
+    return vertices * np.asarray(scale, dtype=np.float64), faces
 
 
 def _segment_distances(points: Array, a: Array, b: Array) -> Array:
@@ -97,3 +111,98 @@ def bounding_capsule(vertices: ArrayLike) -> Capsule:
     assert best is not None
     _, a, b, r = best
     return Capsule(tuple(a.tolist()), tuple(b.tolist()), r)
+
+
+def subdivide(
+    vertices: ArrayLike, faces: ArrayLike, max_edge: float
+) -> tuple[Array, NDArray[np.int64]]:
+    """The same surface with every triangle's edges at most `max_edge` (m): triangles are halved
+    across their longest edge until none is longer."""
+    v = [np.asarray(vertices, dtype=np.float64).reshape(-1, 3)]
+    count = v[0].shape[0]
+    todo = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    done = []
+    while todo.size:
+        pts = np.concatenate(v) if len(v) > 1 else v[0]
+        v = [pts]
+        tri = pts[todo]
+        lengths = np.linalg.norm(tri - np.roll(tri, -1, axis=1), axis=2)  # edge k: k -> k+1
+        long = lengths.max(axis=1) > max_edge
+        done.append(todo[~long])
+        todo, lengths = todo[long], lengths[long]
+        if not todo.size:
+            break
+        k = np.argmax(lengths, axis=1)
+        rows = np.arange(len(todo))
+        a, b, c = todo[rows, k], todo[rows, (k + 1) % 3], todo[rows, (k + 2) % 3]
+        mids = np.arange(count, count + len(todo))
+        v.append(0.5 * (pts[a] + pts[b]))
+        count += len(todo)
+        todo = np.concatenate((np.stack((a, mids, c), 1), np.stack((mids, b, c), 1)))
+    return np.concatenate(v), np.concatenate(done) if done else np.zeros((0, 3), np.int64)
+
+
+def _volume(capsules: list[Capsule]) -> float:
+    return sum(
+        np.pi * c.radius**2 * float(np.linalg.norm(np.subtract(c.b, c.a)))
+        + 4.0 / 3.0 * np.pi * c.radius**3
+        for c in capsules
+    )
+
+
+def _pieces(points: Array, faces: NDArray[np.int64], z: Array, cuts: list[float]) -> list[Capsule]:
+    """One bounding capsule per slab between `cuts` along z, each holding every triangle with a
+    vertex in its slab (so every triangle lies wholly inside some capsule)."""
+    bounds = [-np.inf, *cuts, np.inf]
+    fitted = []
+    for lo, hi in itertools.pairwise(bounds):
+        inside = (z >= lo) & (z <= hi)
+        touching = faces[np.any(inside[faces], axis=1)]
+        chunk = points[np.unique(np.concatenate((touching.ravel(), np.flatnonzero(inside))))]
+        if chunk.size:
+            fitted.append(bounding_capsule(chunk))
+    return fitted
+
+
+def fit_capsules(
+    vertices: ArrayLike, faces: ArrayLike, max_count: int = 3, max_edge: float = 0.02
+) -> list[Capsule]:
+    """Up to `max_count` capsules whose union contains the mesh's surface: the triangles are
+    subdivided to edges ≤ `max_edge` (m), then cut into slabs along the principal axis, each
+    slab's triangles in one bounding capsule. The cuts are searched on a 10 % grid; more capsules
+    are kept only while they cut the total volume by at least a fifth."""
+    points, tris = subdivide(vertices, faces, max_edge)
+    axis = np.linalg.svd(points - points.mean(axis=0), full_matrices=False)[2][0]
+    z = points @ axis
+    grid = [float(v) for v in np.linspace(z.min(), z.max(), 11)[1:-1]]
+    best = [bounding_capsule(points)]
+    for count in range(2, max_count + 1):
+        options = [
+            _pieces(points, tris, z, list(cuts)) for cuts in itertools.combinations(grid, count - 1)
+        ]
+        candidate = min(options, key=_volume)
+        if _volume(candidate) > 0.8 * _volume(best):
+            break
+        best = candidate
+    return best
+
+
+def fit_radii(
+    vertices: ArrayLike,
+    faces: ArrayLike,
+    segments: list[tuple[ArrayLike, ArrayLike]],
+    max_edge: float = 0.02,
+) -> list[Capsule]:
+    """Capsules on given segments (a, b) whose union contains the mesh's surface: each triangle
+    (subdivided to edges ≤ `max_edge`, m) goes to the segment its farthest vertex is nearest to,
+    and each radius is the largest such distance. A segment that receives no triangle gets none."""
+    points, tris = subdivide(vertices, faces, max_edge)
+    ends = [(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)) for a, b in segments]
+    dist = np.stack([_segment_distances(points, a, b)[tris].max(axis=1) for a, b in ends])
+    owner = np.argmin(dist, axis=0)
+    capsules = []
+    for k, (a, b) in enumerate(ends):
+        mine = dist[k, owner == k]
+        if mine.size:
+            capsules.append(Capsule(tuple(a.tolist()), tuple(b.tolist()), float(mine.max())))
+    return capsules

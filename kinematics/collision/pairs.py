@@ -10,7 +10,9 @@ Self pairs (two links with geometry), in link order, are excluded when:
 Environment pairs (a link with geometry and an environment object) are excluded when:
 - "fixed to the root": the link never moves relative to the root (the base standing on the
   table touches it by construction);
-- "config": the caller allows them.
+- "config": the caller allows them;
+- "always in contact": as above (a link that only turns about a vertical axis just above the
+  table, like a shoulder housing on its base, stays as close to it in every configuration).
 """
 
 from __future__ import annotations
@@ -67,6 +69,27 @@ def _self_candidates(
     return candidates, excluded
 
 
+def _environment_candidates(
+    tree: KinematicTree,
+    links: Sequence[str],
+    environment: Sequence[str],
+    allowed: set[frozenset[str]],
+) -> tuple[list[tuple[str, str]], list[ExcludedPair]]:
+    body = bodies(tree)
+    candidates: list[tuple[str, str]] = []
+    excluded: list[ExcludedPair] = []
+    for a in links:
+        for b in environment:
+            if body[a] == body[tree.root]:
+                detail = "never moves relative to the root"
+                excluded.append(ExcludedPair(a, b, "fixed to the root", detail))
+            elif frozenset((a, b)) in allowed:
+                excluded.append(ExcludedPair(a, b, "config", "allowed by the configuration"))
+            else:
+                candidates.append((a, b))
+    return candidates, excluded
+
+
 def select_pairs(
     tree: KinematicTree,
     links: Sequence[str],
@@ -83,29 +106,20 @@ def select_pairs(
     `environment`: the objects' names; `batch_distances(pairs, qs)` gives (N, len(pairs))
     distances (m) for configurations qs (N, dof)."""
     allow = _allowed(allowed)
+    self_candidates, excluded = _self_candidates(tree, links, allow) if self_collision else ([], [])
+    env_candidates, env_excluded = _environment_candidates(tree, links, environment, allow)
+    excluded += env_excluded
+    candidates = self_candidates + env_candidates
     checked: list[CheckedPair] = []
-    excluded: list[ExcludedPair] = []
-    if self_collision:
-        candidates, excluded = _self_candidates(tree, links, allow)
-        if candidates:
-            qs = sample_configurations(tree, samples, seed)
-            close = np.count_nonzero(batch_distances(candidates, qs) < margin, axis=0)
-            for (a, b), count in zip(candidates, close.tolist(), strict=True):
-                if count >= ALWAYS_FRACTION * samples:
-                    detail = f"within the margin in {count} of {samples} sampled configurations"
-                    excluded.append(ExcludedPair(a, b, "always in contact", detail))
-                else:
-                    checked.append(CheckedPair(a, b, environment=False))
-    root_body = bodies(tree)
-    for a in links:
-        for b in environment:
-            if root_body[a] == tree.root:
-                detail = "never moves relative to the root"
-                excluded.append(ExcludedPair(a, b, "fixed to the root", detail))
-            elif frozenset((a, b)) in allow:
-                excluded.append(ExcludedPair(a, b, "config", "allowed by the configuration"))
+    if candidates:
+        qs = sample_configurations(tree, samples, seed)
+        close = np.count_nonzero(batch_distances(candidates, qs) < margin, axis=0)
+        for k, ((a, b), count) in enumerate(zip(candidates, close.tolist(), strict=True)):
+            if count >= ALWAYS_FRACTION * samples:
+                detail = f"within the margin in {count} of {samples} sampled configurations"
+                excluded.append(ExcludedPair(a, b, "always in contact", detail))
             else:
-                checked.append(CheckedPair(a, b, environment=True))
+                checked.append(CheckedPair(a, b, environment=k >= len(self_candidates)))
     return tuple(checked), tuple(excluded)
 
 

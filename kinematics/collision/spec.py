@@ -132,11 +132,14 @@ def _environment_object(item: Mapping[str, Any], where: str) -> EnvironmentObjec
     where = f"{where} ({item.get('name', kind)!r})"
     _check_keys(item, *_ENV_KEYS[kind], where)
     orientation = item.get("orientation", (1.0, 0.0, 0.0, 0.0))
-    if kind == "plane":
-        return Plane(item["name"], item["point"], item["normal"])
-    if kind == "box":
-        return ObstacleBox(item["name"], item["center"], item["size"], orientation)
-    return KeepInBox(item["center"], item["size"], orientation, item.get("name", "workspace"))
+    try:
+        if kind == "plane":
+            return Plane(item["name"], item["point"], item["normal"])
+        if kind == "box":
+            return ObstacleBox(item["name"], item["center"], item["size"], orientation)
+        return KeepInBox(item["center"], item["size"], orientation, item.get("name", "workspace"))
+    except ModelError as exc:
+        raise ModelError(f"{where}: {exc}") from None
 
 
 def _pairs(value: Any) -> tuple[tuple[str, str], ...]:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from kinematics.collision.geometry import Box, Capsule, Shape, Sphere
-from kinematics.collision.mesh_fit import bounding_capsule, read_mesh_vertices
+from kinematics.collision.mesh_fit import bounding_capsule, fit_capsules, read_mesh
 from kinematics.errors import ModelError
 from kinematics.pose import Pose
 from kinematics.quaternion import quat_from_rpy
@@ -79,13 +79,14 @@ def resolve_mesh_path(
     return next((path for path in candidates if path.is_file()), None)
 
 
-def _mesh_capsule(
+def _mesh_capsules(
     mesh: ET.Element,
     origin: Pose,
     urdf_dir: Path | None,
     package_dirs: Mapping[str, Path] | None,
     where: str,
-) -> Capsule:
+    per_mesh: int,
+) -> list[Capsule]:
     filename = mesh.get("filename", "").strip()
     if not filename:
         raise ModelError(f"{where}: <mesh> needs a non-empty attribute 'filename'")
@@ -97,12 +98,15 @@ def _mesh_capsule(
             "config instead)"
         )
     try:
-        vertices = read_mesh_vertices(path, scale)
+        vertices, faces = read_mesh(path, scale)
     except ModelError as exc:
         raise ModelError(
             f"{where}: {exc} (give the link's geometry in the collision config)"
         ) from None
-    return bounding_capsule(origin.transform_points(vertices))
+    vertices = origin.transform_points(vertices)
+    if per_mesh == 1:
+        return [bounding_capsule(vertices)]
+    return fit_capsules(vertices, faces, max_count=per_mesh)
 
 
 def _shape(
@@ -110,7 +114,8 @@ def _shape(
     urdf_dir: Path | None,
     package_dirs: Mapping[str, Path] | None,
     where: str,
-) -> Shape:
+    per_mesh: int,
+) -> list[Shape]:
     origin = _origin(collision, where)
     geometry = collision.find("geometry")
     if geometry is None or len(geometry) != 1:
@@ -122,17 +127,16 @@ def _shape(
         ends = origin.transform_points(
             np.array([[0.0, 0.0, -0.5 * length], [0.0, 0.0, 0.5 * length]])
         )
-        return Capsule(tuple(ends[0].tolist()), tuple(ends[1].tolist()), radius)
+        return [Capsule(tuple(ends[0].tolist()), tuple(ends[1].tolist()), radius)]
     if elem.tag == "sphere":
         (radius,) = _attr(elem, "radius", 1, where)
-        return Sphere(tuple(origin.translation.tolist()), radius)
+        return [Sphere(tuple(origin.translation.tolist()), radius)]
     if elem.tag == "box":
         sx, sy, sz = _attr(elem, "size", 3, where)
-        return Box(
-            tuple(origin.translation.tolist()), (sx, sy, sz), tuple(origin.quaternion.tolist())
-        )
+        center, quat = tuple(origin.translation.tolist()), tuple(origin.quaternion.tolist())
+        return [Box(center, (sx, sy, sz), quat)]
     if elem.tag == "mesh":
-        return _mesh_capsule(elem, origin, urdf_dir, package_dirs, where)
+        return list(_mesh_capsules(elem, origin, urdf_dir, package_dirs, where, per_mesh))
     raise ModelError(f"{where}: unknown geometry <{elem.tag}> (cylinder, sphere, box or mesh)")
 
 
@@ -143,10 +147,13 @@ def collision_from_urdf(
     package_dirs: Mapping[str, Path] | None = None,
     overrides: Mapping[str, Sequence[Shape]] | None = None,
     source: str = "",
+    capsules_per_mesh: int = 1,
 ) -> dict[str, tuple[Shape, ...]]:
     """link name → its shapes (link frame), for the links with ``<collision>`` elements or an
-    override, in file order. Raises `ModelError` (prefixed with `source`) for invalid XML,
-    malformed elements, and meshes not found or unreadable without an override."""
+    override, in file order. A mesh becomes its bounding capsule, or with `capsules_per_mesh` > 1
+    up to that many (`kinematics.collision.mesh_fit.fit_capsules`). Raises `ModelError` (prefixed
+    with `source`) for invalid XML, malformed elements, and meshes not found or unreadable without
+    an override."""
     overrides = overrides or {}
     try:
         try:
@@ -154,22 +161,29 @@ def collision_from_urdf(
         except ET.ParseError as exc:
             raise ModelError(f"invalid XML: {exc}") from None
         shapes: dict[str, tuple[Shape, ...]] = {}
-        names = set()
-        for i, link in enumerate(robot.findall("link")):
+        links = robot.findall("link")
+        names = {link.get("name") or f"<link> #{i + 1}" for i, link in enumerate(links)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ModelError(f"collision overrides name links the URDF does not have: {unknown}")
+        for i, link in enumerate(links):
             name = link.get("name") or f"<link> #{i + 1}"
-            names.add(name)
             if name in overrides:
                 shapes[name] = tuple(overrides[name])
                 continue
             found = tuple(
-                _shape(c, urdf_dir, package_dirs, f"link {name!r} <collision> #{k + 1}")
+                shape
                 for k, c in enumerate(link.findall("collision"))
+                for shape in _shape(
+                    c,
+                    urdf_dir,
+                    package_dirs,
+                    f"link {name!r} <collision> #{k + 1}",
+                    capsules_per_mesh,
+                )
             )
             if found:
                 shapes[name] = found
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise ModelError(f"collision overrides name links the URDF does not have: {unknown}")
         return shapes
     except ModelError as exc:
         raise ModelError(f"{source}: {exc}" if source else str(exc)) from None
@@ -180,6 +194,7 @@ def collision_from_urdf_file(
     *,
     package_dirs: Mapping[str, Path] | None = None,
     overrides: Mapping[str, Sequence[Shape]] | None = None,
+    capsules_per_mesh: int = 1,
 ) -> dict[str, tuple[Shape, ...]]:
     """`collision_from_urdf` of the file at `path`, meshes resolved against its folder."""
     path = Path(path)
@@ -193,4 +208,5 @@ def collision_from_urdf_file(
         package_dirs=package_dirs,
         overrides=overrides,
         source=str(path),
+        capsules_per_mesh=capsules_per_mesh,
     )

@@ -68,7 +68,22 @@ def test_links_replace_the_file_s_shapes_of_a_link(tmp_path: Path) -> None:
     assert spec is not None
     (shape,) = spec.links["wrist_3_link"]
     assert shape.radius == pytest.approx(0.07, abs=1e-12)  # type: ignore[union-attr]
-    assert len(spec.links["forearm_link"]) == 2  # the file's, untouched
+    shipped = yaml.safe_load(UR5_GEOMETRY.read_text(encoding="utf-8"))
+    assert len(spec.links["forearm_link"]) == len(shipped["links"]["forearm_link"])  # untouched
+
+
+def test_the_file_s_margin_and_environment_hold_unless_the_section_gives_its_own(
+    tmp_path: Path,
+) -> None:
+    spec = load_config(write(tmp_path, with_collision()), kernels=False).collision_spec
+    assert spec is not None
+    assert [obj.name for obj in spec.environment] == ["table"]  # the shipped file's
+    wall = {"name": "wall", "type": "box", "center": [0, -0.8, 0.5], "size": [2, 0.1, 1]}
+    doc = with_collision(environment=[wall], margin=0.02)
+    spec = load_config(write(tmp_path, doc), kernels=False).collision_spec
+    assert spec is not None
+    assert [obj.name for obj in spec.environment] == ["wall"]
+    assert spec.margin == pytest.approx(0.02, abs=1e-12)
 
 
 def test_allowed_pairs_are_never_checked(tmp_path: Path) -> None:
@@ -89,7 +104,7 @@ def test_allowed_pairs_are_never_checked(tmp_path: Path) -> None:
         ),
         (
             {"environment": [{**TABLE, "normal": [0, 0, 0]}]},
-            "collision.environment.0: plane 'table' normal: [0.0, 0.0, 0.0] must be non-zero",
+            "plane 'table' normal: [0.0, 0.0, 0.0] must be non-zero",
         ),
         (
             {"links": {"gripper_link": [{"type": "sphere", "center": [0, 0, 0], "radius": 0.1}]}},
@@ -122,7 +137,9 @@ def test_allowed_pairs_are_never_checked(tmp_path: Path) -> None:
 def test_malformed_geometry_is_refused_with_its_path_and_value(
     tmp_path: Path, section: dict[str, Any], expected: str
 ) -> None:
-    assert expected in problems(tmp_path, with_collision(**section))
+    message = problems(tmp_path, with_collision(**section))
+    assert expected in message
+    assert f": collision.{next(iter(section))}" in message
 
 
 def test_a_geometry_file_naming_an_unknown_link_is_refused(tmp_path: Path) -> None:
