@@ -1,6 +1,12 @@
 """Defence in depth: the measured state of every `Sample` the daemon receives is checked against
-the collision model; a measured configuration closer than the margin latches the fault
+the collision model; a measured configuration closer than half the margin latches the fault
 ``collision`` in the loop (`LatchFault`: a controlled stop, then hold until a reset).
+
+Half the margin is the clearance every accepted path keeps: paths are checked at samples at
+least the margin apart, spaced so that no point moves more than half the margin between two
+(`CollisionModel.check_path`), so a commanded path may pass between the margin and its half, and
+the measured state lags and overshoots the command a little. A measured state closer than that
+is one no check let through.
 
 Goals and streams are checked before they reach the loop (`armd.planning.collision_guard`,
 `armd.planning.stream_guard`); this catches what those checks cannot see: the arm pushed by hand
@@ -31,7 +37,8 @@ log = logging.getLogger(__name__)
 def collision_fault(a: str, b: str, distance: float, margin: float) -> Fault:
     """The ``collision`` fault of a measured contact between `a` and `b`."""
     message = (
-        f"measured state in collision: {a} with {b} ({margin - distance:.4f} m inside the margin)"
+        f"measured state in collision: {a} with {b} at {distance:.4f} m "
+        f"({margin - distance:.4f} m inside the margin)"
     )
     return Fault("collision", message)
 
@@ -42,6 +49,7 @@ class CollisionWatch:
     def __init__(self, model: CollisionModel, send: Callable[[Command], None]) -> None:
         self.model = model
         self._send = send
+        self.threshold = 0.5 * model.margin  # m: closer than this latches the fault
         self._latched_at: float | None = None  # the distance of this contact's latch (m)
         self.checked = 0
 
@@ -52,7 +60,7 @@ class CollisionWatch:
             return
         self.checked += 1
         distance, pair = self.model.min_distance(q)
-        if pair is None or distance >= self.model.margin:
+        if pair is None or distance >= self.threshold:
             self._latched_at = None
             return
         a, b = pair
