@@ -162,6 +162,13 @@ class _RuckigMotion(Motion):
         p, v, a = self._trajectory.at_time(min(max(t, 0.0), self.duration))
         return Setpoint(np.array(p), np.array(v), np.array(a))
 
+    def positions(self, times: Array) -> Array:
+        """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]): for
+        checking the whole motion before the seam (the daemon's collision checks)."""
+        at = self._trajectory.at_time
+        end = self.duration
+        return np.array([at(min(max(float(t), 0.0), end))[0] for t in times])
+
 
 class JointMotion(_RuckigMotion):
     """Synchronised, time-optimal (under the limits) move from `start` to `target` at rest.

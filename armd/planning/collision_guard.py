@@ -128,12 +128,7 @@ class CollisionGuard:
             delta = target - origin
             return _Segment(lambda s: origin + np.outer(s, delta), 1.0, np.abs(delta))
         motion = JointMotion(start, target, limits)
-        bound = limits.covering(start).velocity
-
-        def positions(times: Array) -> Array:
-            return np.array([motion.sample(float(t)).position for t in times])
-
-        return _Segment(positions, motion.duration, bound)
+        return _Segment(motion.positions, motion.duration, limits.covering(start).velocity)
 
     def _check(self, segment: _Segment) -> PathCheck:
         return self.model.check_trajectory(segment.positions, segment.duration, segment.velocity)
