@@ -24,6 +24,7 @@ from armd.link.messages import (
 )
 from armd.link.protocol import MoveTo, Sample
 from armd.planning.planner import Planned, Planner, Rejected
+from kinematics import solve_ik
 
 SIM = Path(__file__).resolve().parents[3] / "config" / "sim.yaml"
 Array = NDArray[np.float64]
@@ -130,6 +131,27 @@ def test_a_low_pose_goal_is_planned_to_a_clear_solution() -> None:
     assert model.first_contact(move.target) is None
     reached = s.tree.fk(move.target, s.tool_link).translation
     np.testing.assert_allclose(reached, target, atol=1e-4)
+
+
+def test_a_pose_whose_seeded_solution_collides_is_planned_to_a_clear_one() -> None:
+    """From this start the seeded IK's solution for the low target collides (checked here);
+    the planner's restarts within the no-jump box find one whose path is clear."""
+    s = setup()
+    guard = planner().guard
+    assert guard is not None
+    model = s.collision
+    assert model is not None
+    start = np.array([0.209, -1.616, 1.691, -1.791, -1.581, 0.099])
+    target = np.array([0.283, 0.356, 0.034])
+    seeded = solve_ik(s.tree, target, start, s.tool_link, plan_settings(s).ik)
+    assert seeded.success
+    first = MoveTo("p", np.array(seeded.q), motion_limits(s))
+    assert guard.check_move(first, sample_at(start)) is not None  # the seeded one collides
+    move = planner().plan(PoseGoal("p", (0.283, 0.356, 0.034)), sample_at(start))
+    assert isinstance(move, MoveTo)
+    assert guard.check_move(move, sample_at(start)) is None
+    assert np.max(np.abs(move.target - start)) <= 1.0  # within the no-jump box
+    np.testing.assert_allclose(s.tree.fk(move.target, s.tool_link).translation, target, atol=1e-4)
 
 
 def test_a_start_in_contact_allows_only_a_way_out() -> None:
