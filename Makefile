@@ -103,6 +103,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[bench]'
 	$(BIN)/python bench/kinematics.py
 	$(BIN)/python bench/dynamics.py
+	$(BIN)/python bench/collision.py
 	$(BIN)/python bench/drivers.py
 	$(BIN)/python bench/mapping.py
 	$(BIN)/python bench/replay.py

@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMPILE_ESTIMATE", "Kernels", "cache_dir", "load_kernels", "release_compiler_pages"]
+__all__ = [
+    "COMPILE_ESTIMATE",
+    "Kernels",
+    "cache_dir",
+    "compile_entries",
+    "load_kernels",
+    "release_compiler_pages",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -83,11 +90,21 @@ def load_kernels(progress: Progress | None = None) -> Kernels:
     process, later calls (with any `progress`) only look it up and report nothing. When anything
     must be compiled, `progress` (default: an INFO log line) receives `COMPILE_ESTIMATE` first,
     then a line per kernel with its time, and every `HEARTBEAT_S` while one still compiles."""
+    report = progress or _log.info
+    announcement = f"{COMPILE_ESTIMATE} (cache: {cache_dir()})"
+    return Kernels(**compile_entries(_entries(), report, announcement, "kinematics kernels"))
+
+
+def compile_entries(
+    entries: dict[str, tuple[Any, Any]], report: Progress, announcement: str, what: str
+) -> dict[str, Kernel]:
+    """Compile (or load from numba's cache) each ``name: (kernel, signature)`` of `entries` and
+    return the entry points by name. When anything must be compiled, `report` receives
+    `announcement` first, then a line per kernel with its time, and every `HEARTBEAT_S` while one
+    still compiles; `what` names the kernels in the closing line. Imports numba."""
     from numba.core import event  # noqa: PLC0415 (numba is imported only here)
 
-    report = progress or _log.info
-    entries = _entries()
-    listener = _cold_cache_listener(report, f"{COMPILE_ESTIMATE} (cache: {cache_dir()})")
+    listener = _cold_cache_listener(report, announcement)
     entry_points: dict[str, Kernel] = {}
     with event.install_listener("numba:compile", listener):
         for i, (name, (kernel, signature)) in enumerate(entries.items(), start=1):
@@ -98,8 +115,8 @@ def load_kernels(progress: Progress | None = None) -> Kernels:
             if listener.compiled > compiled:
                 report(f"  {step}: compiled in {time.perf_counter() - started:.1f} s")
     if listener.compiled:
-        report(f"kinematics kernels compiled and cached ({listener.compiled} functions)")
-    return Kernels(**entry_points)
+        report(f"{what} compiled and cached ({listener.compiled} functions)")
+    return entry_points
 
 
 def release_compiler_pages(smaps: Path = Path("/proc/self/smaps")) -> int:

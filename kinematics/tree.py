@@ -178,6 +178,12 @@ class KinematicTree:
     # -- queries --------------------------------------------------------------------------------
 
     @property
+    def packed(self) -> Array:
+        """The tree array (n_links, `kinematics._layout.ROW`), read-only: one motor row per link
+        in link order, for kernels that walk the whole tree (`tree_fk`)."""
+        return self._packed
+
+    @property
     def link_names(self) -> tuple[str, ...]:
         return tuple(link.name for link in self.links)
 

@@ -24,6 +24,9 @@ LOADED_ELSEWHERE = {  # folders whose files other tests load, with the test that
     "tests/armd/cli/test_map_cmd.py::test_every_recorded_chain_maps_onto_the_ur5",
     "mosquitto": "broker config, ACL and bridge: loaded into real Mosquittos by "
     "tests/system/test_security.py and tests/system/test_bridge.py",
+    "collision": "collision geometry: loaded onto its arm by "
+    "tests/kinematics/test_collision_arms.py, and by the configs that name it (below, and "
+    "tests/armd/config/test_collision_config.py)",
 }
 
 

@@ -161,10 +161,11 @@ def fault_json(fault: Fault) -> dict[str, Any]:
 
 
 def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
-    """A ``state`` payload (``uptime`` when known)."""
+    """A ``state`` payload (``uptime`` when known; ``collision_hold`` only while a stream holds
+    before a collision)."""
     uptime = {} if telemetry.uptime is None else {"uptime": telemetry.uptime}
     commands = telemetry.commands or {}
-    return {
+    document: dict[str, Any] = {
         "t": telemetry.t,
         **uptime,
         "mode": telemetry.mode.value,
@@ -181,6 +182,10 @@ def telemetry_json(telemetry: Telemetry) -> dict[str, Any]:
             "orientation": list(telemetry.tcp_orientation),
         },
     }
+    if telemetry.collision_hold is not None:
+        a, b, distance = telemetry.collision_hold
+        document["collision_hold"] = {"pair": [a, b], "distance": distance}
+    return document
 
 
 def goal_json(goal: Goal) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Published by the bridge on every connection (docs/mqtt.md#model): the kinematic tree as a
 ``.kinematic.json`` document (docs/kinematic-json.md) carrying the limits the daemon enforces
 (the model's, tightened by the config and the calibration), the degrees of freedom in the order
-of ``state``, the tool link, the named poses and the gripper. The dashboard draws the arm from it;
+of ``state``, the tool link, the named poses, the gripper and the collision model
+(`kinematics.collision.CollisionModel.to_dict`). The dashboard draws the arm from it;
 Home Assistant's discovery (`armd.api.homeassistant`) takes the named poses from the same setup.
 """
 
@@ -40,4 +41,5 @@ def model_json(setup: ArmSetup) -> dict[str, Any]:
         ),
         "loop_hz": setup.loop_hz,
         "telemetry_hz": setup.telemetry_hz,
+        "collision": None if setup.collision is None else setup.collision.to_dict(),
     }

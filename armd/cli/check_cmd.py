@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     print_summary(setup)
     problems = software_problems(setup)
+    if setup.collision is not None:
+        from armd.cli.collision_cmd import collision_lines, configuration_problems
+
+        print("\n".join(collision_lines(setup.collision)))
+        problems += configuration_problems(setup)
     missing = hardware_problems(setup)
     if args.probe:
         problems += missing

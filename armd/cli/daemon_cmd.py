@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
     run.set_defaults(func=_run)
     compile_ = subparsers.add_parser(
         "compile",
-        help="compile the kinematics kernels into numba's cache (once)",
+        help="compile the kinematics and collision kernels into numba's cache (once)",
         description="Compile the kinematics kernels, or check that numba's cache has them, and "
         "say where the cache is ($NUMBA_CACHE_DIR moves it; the systemd unit uses "
         "/var/cache/armd). Exit codes: 0 ready, 1 compilation failed.",
@@ -52,14 +52,16 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _compile(args: argparse.Namespace) -> int:
+    from kinematics.collision.compiled import load_collision_kernels
     from kinematics.compiled import cache_dir, load_kernels
 
     started = time.perf_counter()
     try:
         load_kernels(progress=lambda line: print(line, flush=True))
+        load_collision_kernels(progress=lambda line: print(line, flush=True))
     except Exception as exc:  # numba's errors have no common root
         print(f"armd: error: compiling the kinematics kernels failed: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     elapsed = time.perf_counter() - started
-    print(f"kinematics kernels ready in {elapsed:.1f} s (cache: {cache_dir()})")
+    print(f"kinematics and collision kernels ready in {elapsed:.1f} s (cache: {cache_dir()})")
     return EXIT_OK

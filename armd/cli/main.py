@@ -56,6 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "leader": ("leader_cmd", "teleoperate a follower arm from a leader arm over MQTT"),
     "map": ("map_cmd", "put a model in the shape of a recorded chain (keypoints)"),
+    "collision": (
+        "collision_cmd",
+        "the distances of the pairs the collision model checks, closest first",
+    ),
     "sim-device": (
         "sim_device.sim_device_cmd",
         "run simulated devices (ODrive, MIT, CiA 402, Dynamixel, Feetech)",

@@ -5,8 +5,8 @@ resolves it into everything the daemon constructs itself from (`ArmSetup`).
 Every problem is collected and reported at once in one `ConfigError`, one line per problem, in
 file order: ``<file>:<line>: <path>: <message>``, e.g.
 ``arm.yaml:14: joints.elbow.gear_ratio: -3 must be > 0``.
-Relative paths in the file (model, calibration, password and TLS files, lock file) start at its
-folder. A calibration file, if named, is applied: see `armd.config.calibration`.
+Relative paths in the file (model, calibration, collision geometry, password and TLS files, lock
+file) start at its folder. A calibration file, if named, is applied: see `armd.config.calibration`.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from pydantic import SecretStr, ValidationError
 from armd.config.broker import MqttSettings
 from armd.config.calibration import Calibrated, apply_calibration, position_units
 from armd.config.checks import Problems, cross_check, params_models, resolve_path
+from armd.config.collision import collision_spec
 from armd.config.dynamics_schema import contact_problems
 from armd.config.schema import (
     DEFAULT_JERK_PER_ACCELERATION,
@@ -44,6 +45,7 @@ from armd.control.transmission import ArmTransmission, Transmission
 from armd.control.wiring import DriverSetup
 from drivers import Clock, Driver, DriverError, LoopContext, load_driver_class
 from kinematics import JointLimits, KinematicTree
+from kinematics.collision import CollisionModel, CollisionSpec
 from kinematics.compiled import load_kernels
 
 __all__ = ["ArmSetup", "DriverSetup", "TlsSetup", "build_drivers", "load_config"]
@@ -77,6 +79,8 @@ class ArmSetup:
     calibration: the calibration applied (its offsets are in `transmission`, its ranges in
         `tree.limits`), or None.
     drivers: by name, in file order. `build_drivers` constructs them.
+    collision_spec: the ``collision:`` section resolved (None: no collision checking); the model
+        built from it is `collision`.
     """
 
     path: Path
@@ -90,10 +94,20 @@ class ArmSetup:
     mqtt: MqttSettings
     lock_file: Path
     calibration: Calibrated | None = None
+    collision_spec: CollisionSpec | None = None
 
     @property
     def name(self) -> str:
         return self.config.name
+
+    @cached_property
+    def collision(self) -> CollisionModel | None:
+        """The collision model of `tree` (docs/collision.md), or None when the config has no
+        ``collision:`` section. Built on first use: its pair selection runs the compiled
+        collision kernels (`load_config(kernels=True)` builds it at once)."""
+        if self.collision_spec is None:
+            return None
+        return CollisionModel(self.tree, self.collision_spec)
 
     @property
     def limits(self) -> JointLimits:
@@ -187,15 +201,23 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
     kinds = {name: driver.type for name, driver in config.drivers.items()}
     joints = config.joints.items()
     problems.extend(contact_problems((n, j.contact, j.driver, kinds[j.driver]) for n, j in joints))
+    spec = None
+    if config.collision is not None:
+        spec, found = collision_spec(config.collision, path.parent, tree)
+        problems.extend(found)
     if problems.items:
         raise problems.error()
     if kernels:
         load_kernels()
     setup = _setup(path, config, tree, checked.tool_link, checked.jerk, password, tls, calibrated)
+    setup = dataclasses.replace(setup, collision_spec=spec)
     drivers = _driver_setups(config, setup.transmission, tree, problems)
     if problems.items:
         raise problems.error()
-    return dataclasses.replace(setup, drivers=drivers)
+    setup = dataclasses.replace(setup, drivers=drivers)
+    if kernels:
+        _ = setup.collision  # its kernels loaded and its pairs chosen before the daemon starts
+    return setup
 
 
 def _check_gripper(config: ArmConfig, tree: KinematicTree, problems: Problems) -> None:

@@ -29,6 +29,7 @@ from pydantic_core import ErrorDetails
 from armd import reasons
 from armd.config.base import Section as _Section
 from armd.config.base import positive as _positive
+from armd.config.collision_schema import CollisionConfig
 from armd.config.dynamics_schema import STANDARD_GRAVITY, ContactConfig, PayloadConfig
 from armd.config.leader_schema import LeaderConfig
 from armd.reasons import Loc
@@ -37,6 +38,7 @@ from drivers import DriverError, DriverParams, load_driver_class
 __all__ = [
     "DEFAULT_JERK_PER_ACCELERATION",
     "ArmConfig",
+    "CollisionConfig",
     "DriverConfig",
     "GripperConfig",
     "JointConfig",
@@ -309,6 +311,9 @@ class ArmConfig(_Section):
         description="gravity acceleration in the model's root frame, m/s²",
     )
     payload: PayloadConfig | None = Field(None, description="a load at the tool link; null: none")
+    collision: CollisionConfig | None = Field(
+        None, description="collision geometry and surroundings (docs/collision.md); null: none"
+    )
 
     @field_validator("fixed_joints", "safety", "motion", "stream", "mqtt", "poses", mode="before")
     @classmethod

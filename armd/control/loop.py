@@ -116,8 +116,8 @@ class ControlLoop:
         )
         self._enabled = False
         self._estop_request = False
-        self._fault_request: Fault | None = None  # a `LatchFault` of the daemon's
         self._reset_request = False
+        self._fault_request: Fault | None = None  # the daemon's (LatchFault), for the next tick
         self._hold_reason: str | None = None
         self._disable_pending = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
@@ -137,12 +137,12 @@ class ControlLoop:
                 self.motions.prepare(self.commanded, (self.limiter.lower, self.limiter.upper))
         elif isinstance(command, TorqueMap):
             self.feedforward.take(command, self.schedule.clock())
-        elif isinstance(command, LatchFault):
-            self._fault_request = Fault(command.code, command.message, command.joint)
         elif isinstance(command, EngageEstop):
             self._estop_request = True
         elif isinstance(command, Reset):
             self._reset_request = True
+        elif isinstance(command, LatchFault):
+            self._fault_request = command.fault
         elif isinstance(command, Shutdown):
             self.shutting_down = True
             self.handle(Stop(None, "daemon stopping"))
@@ -217,6 +217,9 @@ class ControlLoop:
             await self._try_enable(measured, now)
         else:
             self._supervise(measured, now)
+        requested, self._fault_request = self._fault_request, None
+        if requested is not None and self.fault is None and self.mode is not Mode.ESTOP:
+            self._latch(requested)
         if self._reset_request:
             await self._reset(measured, now)
         self._apply_requests()
@@ -284,9 +287,6 @@ class ControlLoop:
         if self._estop_request:
             self._estop_request = False
             self._stop_everything(Mode.ESTOP, "e-stop engaged")
-        requested, self._fault_request = self._fault_request, None
-        if requested is not None and self.fault is None and self.mode is not Mode.ESTOP:
-            self._latch(requested)
         if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
             if check.fault.code == "stall" and commanded is not None:
                 joint = self.joint_names.index(check.fault.joint or "")

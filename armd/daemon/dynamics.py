@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 
 from armd.config.load import ArmSetup
 from armd.daemon.contact import DEFAULT_GAIN, ContactMonitor, MomentumObserver
-from armd.link.messages import Mode
+from armd.link.messages import Fault, Mode
 from armd.link.protocol import Command, LatchFault, Sample, TorqueMap
 from kinematics import Inertial, KinematicTree
 from kinematics.dynamics import STANDARD_GRAVITY, Dynamics, Payload
@@ -157,7 +157,7 @@ class ArmDynamics:
             f"joint {contact.name!r}: external torque {contact.residual:.3g} {unit} beyond its "
             f"contact threshold {threshold:g} for {monitor.times_s[contact.joint]:g} s"
         )
-        return LatchFault("contact", message, contact.name)
+        return LatchFault(Fault("contact", message, contact.name))
 
     @property
     def compensating(self) -> bool:

@@ -39,6 +39,7 @@ from armd.api.statuses import StatusLedger
 from armd.config.control_setup import control_setup
 from armd.config.load import ArmSetup
 from armd.control.loop import SHUTDOWN_STOP_TIMEOUT_S
+from armd.daemon.collision_watch import CollisionWatch
 from armd.daemon.control_client import ControlClient
 from armd.daemon.dynamics import ArmDynamics
 from armd.daemon.notify import SystemdNotifier
@@ -66,14 +67,24 @@ from armd.link.protocol import (
 )
 from armd.lock import InstanceLock
 from armd.motion.trajectory import MotionLimits
+from armd.planning.collision_guard import CollisionGuard
 from armd.planning.goals import GoalPipeline, Gripper, PlanSettings
 from armd.planning.stream_cartesian import CartesianStream
+from armd.planning.stream_guard import StreamGuard
 from armd.planning.stream_input import StreamInput, StreamSettings
 from kinematics import Inertial
 from kinematics.compiled import release_compiler_pages
 from kinematics.ik import IKOptions
 
-__all__ = ["Daemon", "goal_joint_names", "motion_limits", "plan_settings", "run_daemon"]
+__all__ = [
+    "Daemon",
+    "collision_guard",
+    "goal_joint_names",
+    "motion_limits",
+    "plan_settings",
+    "run_daemon",
+    "stream_guard",
+]
 
 log = logging.getLogger(__name__)
 CLOSE_MARGIN_S = 5.0  # beyond the stop itself: disabling and closing the drives
@@ -98,6 +109,23 @@ def plan_settings(setup: ArmSetup) -> PlanSettings:
         poll_s=1.0 / setup.loop_hz,
         gripper=_gripper(setup),
         poses=setup.config.poses,
+    )
+
+
+def collision_guard(setup: ArmSetup) -> CollisionGuard | None:
+    """The collision checks of the arm's motions (None: the config has no ``collision:``)."""
+    if setup.collision is None:
+        return None
+    return CollisionGuard(setup.collision, setup.tree.limits.velocity)
+
+
+def stream_guard(setup: ArmSetup) -> StreamGuard | None:
+    """The collision checks of stream targets (None: the config has no ``collision:``)."""
+    if setup.collision is None:
+        return None
+    limits = setup.tree.limits
+    return StreamGuard(
+        setup.collision, np.array(limits.lower), np.array(limits.upper), setup.stream.timeout_s
     )
 
 
@@ -165,6 +193,7 @@ class Daemon:
             motion_limits(setup),
             settings,
             self.statuses,
+            collision_guard(setup),
         )
         held = setup.fixed_joints.keys() | self.pipeline.planner.hold  # never moved by streams
         self.streams = StreamInput(
@@ -179,6 +208,12 @@ class Daemon:
             self.control.port,
             self.statuses,
             self.bridge.publish_status,
+            guard=stream_guard(setup),
+        )
+        self.collision_watch = (
+            None
+            if setup.collision is None
+            else CollisionWatch(setup.collision, self.control.port.send)
         )
         self.dynamics = ArmDynamics.of(
             setup, self.control.setup.loop.sample_every * self.control.setup.loop.period_s
@@ -194,6 +229,8 @@ class Daemon:
         if isinstance(event, Sample):
             for command in self.dynamics.on_sample(event):
                 self.control.port.send(command)
+            if self.collision_watch is not None:
+                self.collision_watch.check(event)
             if event.tick % self._telemetry_every == 0:
                 self.publish_telemetry(event)
         elif isinstance(event, StatusUpdate):
@@ -232,10 +269,15 @@ class Daemon:
                 missed_ticks=sample.missed_ticks,
                 uptime=max(0.0, sample.t - self.started),
                 commands=dict(zip(setup.tree.joint_names, sample.values[2].tolist(), strict=True)),
+                collision_hold=self._collision_hold(),
             )
         )
         if sample.missed_ticks != self._missed_ticks:
             self.show_status(missed_ticks=sample.missed_ticks)
+
+    def _collision_hold(self) -> tuple[str, str, float] | None:
+        hold = self.streams.collision_hold
+        return None if hold is None else (*hold.pair, hold.distance)
 
     def show_status(self, *, mode: Mode | None = None, missed_ticks: int | None = None) -> None:
         """systemd's STATUS=: ``mode: <mode>``, and the missed ticks once there are some."""

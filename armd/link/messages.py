@@ -100,6 +100,8 @@ class Telemetry:
     missed_ticks: int = 0  # since start: ticks the loop could not run on time
     uptime: float | None = None  # s since the daemon started, at the sample (the clock of t)
     commands: Mapping[str, float] | None = None  # name -> commanded position (NaN: none)
+    # a stream holding before a collision: the pair and its distance (m); None: not holding
+    collision_hold: tuple[str, str, float] | None = None
 
 
 @dataclass(frozen=True, slots=True)

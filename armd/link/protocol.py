@@ -17,8 +17,9 @@ Commands (daemon → loop):
   jerk-limited filter from the commanded state until a newer one, the stream's end, its timeout,
   a goal or a stop;
 - `Stop`, `EngageEstop`, `Reset`, `Shutdown`;
-- `LatchFault`: a fault the daemon found (``contact``: the momentum observer), latched by the
-  loop like its own (a controlled stop; cleared by `Reset` once the cause is gone);
+- `LatchFault`: a fault the daemon found (``collision``: a measured state in collision;
+  ``contact``: the momentum observer), latched as the loop's own are, a controlled stop, until
+  a `Reset` once its cause is gone;
 - `TorqueMap`: the daemon's linearised inverse dynamics near the commanded state, refreshed at
   every `Sample`, from which the loop computes each tick's torque feed-forward (gravity
   compensation; `armd.control.feedforward`).
@@ -184,6 +185,15 @@ class Reset:
 
 
 @dataclass(frozen=True, slots=True)
+class LatchFault:
+    """Latch `fault` at the next tick (unless a fault is latched already): a controlled stop,
+    then hold (or disable) until a `Reset`. The daemon's own checks of the measured state, which
+    need the kinematics the loop does not have, end here (``collision``, ``contact``)."""
+
+    fault: Fault
+
+
+@dataclass(frozen=True, slots=True)
 class Shutdown:
     """Bring the arm to rest (its goal aborted), disable and close the drives."""
 
@@ -203,16 +213,6 @@ class TorqueMap:
     torque: Array
     stiffness: Array
     mass: Array
-
-
-@dataclass(frozen=True, slots=True)
-class LatchFault:
-    """Latch the fault `code` (`armd.link.messages.Fault`) with `message`, naming `joint`
-    (None: the arm), unless a fault or an e-stop is latched already."""
-
-    code: str
-    message: str
-    joint: str | None = None
 
 
 Command = (

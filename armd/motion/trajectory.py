@@ -4,7 +4,8 @@ Every motion starts from the loop's current *commanded* state (position, velocit
 so switching motions (pre-emption, stops) is continuous. Jerk-limited profiles come from ruckig
 (state-to-state only; its intermediate-waypoint feature calls a cloud service and is never used):
 
-- `JointMotion`: a synchronised move of all joints to a target at rest;
+- `JointMotion`: a synchronised move of all joints to a target at rest: phase-synchronised, so
+  that from rest it is a straight line in joint space (what the daemon checks for collisions);
 - `PathMotion`: a precomputed joint path (e.g. the IK solutions along a straight tool line),
   followed by a 1-DOF jerk-limited profile of the path parameter whose limits are derived from the
   path's joint derivatives (`plan_path`, before the control process: a `TimedPath`), so that no
@@ -45,6 +46,8 @@ __all__ = [
     "Setpoint",
     "StopMotion",
     "TimedPath",
+    "path_derivative_bound",
+    "path_positions",
     "plan_path",
 ]
 
@@ -159,14 +162,27 @@ class _RuckigMotion(Motion):
         p, v, a = self._trajectory.at_time(min(max(t, 0.0), self.duration))
         return Setpoint(np.array(p), np.array(v), np.array(a))
 
+    def positions(self, times: Array) -> Array:
+        """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]): for
+        checking the whole motion before the seam (the daemon's collision checks)."""
+        at = self._trajectory.at_time
+        end = self.duration
+        return np.array([at(min(max(float(t), 0.0), end))[0] for t in times])
+
 
 class JointMotion(_RuckigMotion):
-    """Synchronised, time-optimal (under the limits) move from `start` to `target` at rest."""
+    """Synchronised, time-optimal (under the limits) move from `start` to `target` at rest.
+
+    Phase synchronisation: when it is possible (always from rest, and whenever the start's
+    velocity and acceleration point along the move) every joint covers the same fraction of its
+    way at every instant, so the motion is the straight line from `start` to `target` in joint
+    space; otherwise ruckig falls back to time synchronisation (every joint arrives together)."""
 
     def __init__(self, start: Setpoint, target: Array, limits: MotionLimits) -> None:
         if target.shape != start.position.shape or not np.isfinite(target).all():
             raise PlanningError(f"target {target.tolist()} must be {start.position.size} numbers")
         inp = _ruckig_input(start, limits.covering(start))
+        inp.synchronization = Synchronization.Phase
         inp.target_position = target.tolist()
         inp.target_velocity = [0.0] * target.size
         inp.target_acceleration = [0.0] * target.size
@@ -237,6 +253,17 @@ def plan_path(
     s_acceleration = float(np.min(0.5 * limits.acceleration / np.maximum(d1, 1e-12)))
     s_jerk = float(np.min(limits.jerk / np.maximum(d1, 1e-12))) * 0.5
     return TimedPath(waypoints.copy(), s_velocity, s_acceleration, s_jerk)
+
+
+def path_positions(waypoints: Array, s: Array) -> Array:
+    """The positions (k, n) of `PathMotion`'s curve through `waypoints` at the k values of the
+    path parameter `s` in [0, 1]."""
+    return _Hermite(waypoints).many(np.asarray(s, dtype=float))[0]
+
+
+def path_derivative_bound(waypoints: Array) -> Array:
+    """A bound of |dq/ds| per joint along `PathMotion`'s curve through `waypoints`."""
+    return _derivative_bounds(waypoints)[0]
 
 
 def _derivative_bounds(waypoints: Array) -> tuple[Array, Array]:

@@ -34,6 +34,7 @@ from armd.link.messages import (
 )
 from armd.link.protocol import FollowPath, LoopPort, Move, Stop, superseded
 from armd.motion.trajectory import MotionLimits
+from armd.planning.collision_guard import CollisionGuard
 from armd.planning.planner import (
     KEYPOINTS_TOLERANCE,
     MAX_PATH_SAMPLES,
@@ -71,12 +72,14 @@ class GoalPipeline:
         limits: MotionLimits,
         settings: PlanSettings,
         statuses: StatusLedger,
+        guard: CollisionGuard | None = None,
     ) -> None:
+        """`guard`: the collision checks of every planned motion (None: none)."""
         self.tree = tree
         self.port = port
         self.settings = settings
         self.statuses = statuses
-        self.planner = Planner(tree, tool_link, limits, settings)
+        self.planner = Planner(tree, tool_link, limits, settings, guard)
         self._pending: Planned | None = None
         self._wakeup = asyncio.Event()
         self._sequence = 0

@@ -15,7 +15,8 @@ worker thread).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -33,6 +34,7 @@ from armd.link.messages import (
 from armd.link.protocol import FollowPath, Grip, Move, MoveTo, Sample
 from armd.motion.timed_trajectory import plan_trajectory
 from armd.motion.trajectory import MotionLimits, PlanningError, plan_path
+from armd.planning.collision_guard import CollisionGuard
 from kinematics import KinematicsError, KinematicTree, Pose, solve_ik
 from kinematics.ik import IKOptions
 from kinematics.mapping import MappingOptions, map_chain
@@ -57,6 +59,10 @@ MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm
 # this the arm's shape would visibly differ from the target's, and the goal is refused.
 KEYPOINTS_TOLERANCE = 0.05
 _KEYPOINTS_OPTIONS = MappingOptions(tolerance=KEYPOINTS_TOLERANCE)
+# A pose whose seeded IK solution collides: at least this many restarts for a clear one, more
+# while the IK time budget lasts, never more than the second number.
+_MIN_COLLISION_RESTARTS = 8
+_COLLISION_RESTARTS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +101,14 @@ class Planner:
     """Plans goals for one arm (its model, tool link and motion limits)."""
 
     def __init__(
-        self, tree: KinematicTree, tool_link: str, limits: MotionLimits, settings: PlanSettings
+        self,
+        tree: KinematicTree,
+        tool_link: str,
+        limits: MotionLimits,
+        settings: PlanSettings,
+        guard: CollisionGuard | None = None,
     ) -> None:
+        """`guard`: the collision checks every planned motion passes (None: none)."""
         self.tree = tree
         self.tool_link = tool_link
         self.limits = limits
@@ -106,9 +118,19 @@ class Planner:
         gripper = settings.gripper
         self.hold = frozenset() if gripper is None else frozenset({gripper.joint})
         self._held = np.isin(tree.joint_names, sorted(self.hold))
+        self.guard = guard
 
     def plan(self, goal: Planned, sample: Sample) -> Move:
-        """The loop command for `goal` from the loop's `sample`, or `Rejected`."""
+        """The loop command for `goal` from the loop's `sample`, or `Rejected` (a path that
+        collides: a reason starting with ``collision:``, `armd.planning.collision_guard`)."""
+        move = self._plan(goal, sample)
+        if self.guard is not None:
+            reason = self.guard.check_move(move, sample)
+            if reason is not None:
+                raise Rejected(reason)
+        return move
+
+    def _plan(self, goal: Planned, sample: Sample) -> Move:
         try:
             if isinstance(goal, JointsGoal | NamedGoal):
                 joints = goal if isinstance(goal, JointsGoal) else self._named(goal)
@@ -240,16 +262,68 @@ class Planner:
     def _plan_pose(self, goal: PoseGoal, sample: Sample) -> Move:
         link, target = self._target(goal)
         seed = self._seed(sample, link)
+        limits = self.limits.scaled(goal.speed)
+        oriented = isinstance(target, Pose)
         result = solve_ik(self.tree, target, seed, link, self.settings.ik, hold=self.hold)
         if not result.success:
-            raise Rejected(self._why_unreachable(target, seed, link, result.message))
+            found = None
+            if self.guard is not None:  # a collision is the reason when every solution collides
+                found = self._collision_free_ik(
+                    target, seed, link, lambda q: MoveTo(goal.goal_id, q, limits), sample
+                )
+            if found is None:
+                raise Rejected(self._why_unreachable(target, seed, link, result.message))
+            result = replace(result, q=found)
         q = np.array(result.q)
-        return MoveTo(
-            goal.goal_id,
-            q,
-            self.limits.scaled(goal.speed),
-            self._pose_tolerance(q, link, isinstance(target, Pose)),
+        move = MoveTo(goal.goal_id, q, limits, self._pose_tolerance(q, link, oriented))
+        if self.guard is None or self.guard.check_move(move, sample) is None:
+            return move
+        clear = self._collision_free_ik(
+            target, seed, link, lambda q: replace(move, target=q), sample
         )
+        if clear is None:
+            reason = self.guard.check_move(move, sample)
+            raise Rejected(reason or "collision: the target's motion collides")
+        return MoveTo(goal.goal_id, clear, limits, self._pose_tolerance(clear, link, oriented))
+
+    def _collision_free_ik(
+        self,
+        target: Pose | Array,
+        seed: Array,
+        link: str,
+        move_to: Callable[[Array], MoveTo],
+        sample: Sample,
+    ) -> Array | None:
+        """An IK solution whose motion is clear, from random seeds within the "no branch jump"
+        box around `seed` (the whole range without one) while the IK time budget lasts (at least
+        `_MIN_COLLISION_RESTARTS`). None when none was found; `Rejected` with the collision of
+        the first solution found when every solution found collides."""
+        assert self.guard is not None
+        options = replace(self.settings.ik, restarts=False)
+        box = self.settings.ik.max_joint_change
+        lower, upper = self.tree.limits.lower, self.tree.limits.upper
+        if box is not None:
+            lower, upper = np.maximum(lower, seed - box), np.minimum(upper, seed + box)
+        lower = np.where(np.isfinite(lower), lower, -np.pi)
+        upper = np.where(np.isfinite(upper), upper, np.pi)
+        rng = np.random.default_rng(0)
+        first: str | None = None
+        deadline = time.perf_counter() + self.settings.ik.time_budget_s
+        for attempt in range(_COLLISION_RESTARTS):
+            if attempt >= _MIN_COLLISION_RESTARTS and time.perf_counter() > deadline:
+                break
+            start = np.where(self._held, seed, rng.uniform(lower, upper))  # the gripper stays
+            result = solve_ik(self.tree, target, start, link, options, hold=self.hold)
+            q = np.array(result.q)
+            if not result.success or (box is not None and np.max(np.abs(q - seed)) > box):
+                continue
+            reason = self.guard.check_move(move_to(q), sample)
+            if reason is None:
+                return q
+            first = first or reason
+        if first is not None:
+            raise Rejected(first)
+        return None
 
     def _seed(self, sample: Sample, link: str) -> Array:
         """IK's seed: the measured position of the joints it may move; the commanded one of the

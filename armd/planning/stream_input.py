@@ -25,6 +25,7 @@ an e-stopped arm, must not flood the topic.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import time
@@ -49,6 +50,7 @@ from armd.link.messages import (
 )
 from armd.link.protocol import STREAM_DISABLED, LoopPort, StreamTarget
 from armd.planning.stream_cartesian import CartesianStream
+from armd.planning.stream_guard import CollisionHold, StreamGuard
 from armd.ratelimit import RateLimiter
 
 __all__ = [
@@ -68,6 +70,7 @@ REJECTIONS_INTERVAL_S = 1.0
 SEQ_MEMORY_S = 10.0  # an ended stream's newest seq is remembered this long, s ...
 SEQ_MEMORY_TIMEOUTS = 10  # ... or this many of its timeouts, when longer
 SEQ_MEMORY_IDS = 1000  # stream ids remembered at most (the oldest ended is forgotten first)
+HOLD_LOG_INTERVAL_S = 1.0  # s: a stream holding before a collision is said at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,8 +154,12 @@ class StreamInput:
         statuses: StatusLedger,
         publish: Callable[[StatusUpdate], None],
         clock: Callable[[], float] = time.monotonic,
+        guard: StreamGuard | None = None,
     ) -> None:
+        """`guard`: the collision checks of each target (None: none)."""
         self.settings = settings
+        self.guard = guard
+        self._holds = RateLimiter(burst=1, interval_s=HOLD_LOG_INTERVAL_S)
         self.cartesian = cartesian
         self.port = port
         self.statuses = statuses
@@ -210,7 +217,13 @@ class StreamInput:
             return
         if starting:
             self._begin(session)
+            if self.guard is not None:
+                commanded = self.port.latest.commanded_position
+                assert commanded is not None  # `_cannot_start` checked it
+                self.guard.start(commanded)
         session.seq = message.seq
+        if self.guard is not None and not target.end:
+            target = self._guarded(target)
         self.port.send(target)
 
     def _begin(self, session: _Session) -> None:
@@ -235,6 +248,34 @@ class StreamInput:
             f"{message.stream_id!r}, which ended {age:.1f} s ago; a stale message starts "
             f"nothing: send a greater seq, or a new id"
         )
+
+    @property
+    def collision_hold(self) -> CollisionHold | None:
+        """Why the stream under way holds before a collision (None: it does not)."""
+        if self.guard is None or self._session is None:
+            return None
+        return self.guard.hold
+
+    def _guarded(self, target: StreamTarget) -> StreamTarget:
+        """`target` as the collision checks let it through (`armd.planning.stream_guard`)."""
+        assert self.guard is not None
+        position, velocity = self.guard.filter(target.position, target.velocity)
+        hold = self.guard.hold
+        if hold is not None:
+            suppressed = self._holds.allow(target.stream_id)
+            if suppressed is not None:
+                a, b = hold.pair
+                log.info(
+                    "stream %s: holding at its last clear target: %s with %s at %.4f m "
+                    "(margin %g m)%s",
+                    target.stream_id,
+                    a,
+                    b,
+                    hold.distance,
+                    self.guard.margin,
+                    f" ({suppressed} similar lines not logged)" if suppressed else "",
+                )
+        return dataclasses.replace(target, position=position, velocity=velocity)
 
     def _cannot_start(self, stream_id: str) -> str | None:
         """Why a new stream is refused here, rate-limited (None: it may start). A latched or

@@ -19,6 +19,8 @@ torque limit, with the other joints holding where they are (docs/calibration.md)
 Positions here are at the motor (motor units, what the drivers speak); `speed`, `acceleration`,
 `max_travel` and `backoff` are given in joint units and converted through the transmission.
 Failures (no stop within the travel, the time-out, a device fault) raise `EndStopError`.
+With a collision model, `sweep_collision` says before anything moves whether a joint's search
+would collide (within the joint's limits, at the configured offsets).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ValidationError
 
 from armd.control.transmission import Transmission
@@ -35,6 +39,9 @@ from armd.control.wiring import DriverSetup
 from armd.errors import ArmdError
 from drivers import Clock, DeviceCommand, DeviceState, Driver, UnsupportedCommandError
 from kinematics import JointLimit
+from kinematics.collision import CollisionModel
+
+Array = NDArray[np.float64]
 
 __all__ = [
     "SETTLED",
@@ -46,6 +53,7 @@ __all__ = [
     "EndStops",
     "Travel",
     "limited_drivers",
+    "sweep_collision",
 ]
 
 TORQUE_LIMITED = ("feetech", "sim")
@@ -63,6 +71,25 @@ STALE_S = 0.25  # a reading older than this is no evidence of where the joint is
 
 class AutoRefusedError(ArmdError):
     """The automatic calibration cannot be done safely on these joints (nothing moved)."""
+
+
+def sweep_collision(
+    model: CollisionModel, q: Array, joint: int, travel: float
+) -> tuple[float, str, str] | None:
+    """Where searching joint `joint` (q index) would collide: it sweeps from `q` up to `travel`
+    (rad or m) either way within the joint's limits, the other joints holding. Returns (the
+    joint's position there, the pair) or None when both sweeps are clear. The positions are the
+    configured offsets' (the joint is not calibrated yet): a check of what the model knows."""
+    lower, upper = model.tree.limits.lower[joint], model.tree.limits.upper[joint]
+    for direction in (1.0, -1.0):
+        end = q.copy()
+        end[joint] = min(max(q[joint] + direction * travel, lower), upper)
+        check = model.check_path(np.vstack([q, end]))
+        if not check.clear:
+            assert check.q is not None
+            assert check.pair is not None
+            return float(check.q[joint]), check.pair[0], check.pair[1]
+    return None
 
 
 class EndStopError(ArmdError):

@@ -8,9 +8,10 @@ goal that fits the goal's bounds, and the daemon's own checks of that goal run h
   resolution. Velocities are not sent: the daemon's spline derives them from the positions.
 - `check_replay` is what the daemon does with the payload, by the same code: `parse_goal` (with
   the daemon's joint names), the `Planner` (limits, the curve between points, time scaling,
-  duration), then the loop's `check_move` and `plan_motion` from the arm's current position (the
-  approach to the first point). It also measures the positions' error of the whole chain —
-  simplification, rounding, spline — against the recording, at the recorded times.
+  duration, collisions along the whole path), then the loop's `check_move` and `plan_motion`
+  from the arm's current position (the approach to the first point). It also measures the
+  positions' error of the whole chain — simplification, rounding, spline — against the
+  recording, at the recorded times.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from armd.api.contract import (
 from armd.api.payloads import parse_goal
 from armd.config.load import ArmSetup
 from armd.control.moves import check_move, plan_motion
-from armd.daemon.process import goal_joint_names, motion_limits, plan_settings
+from armd.daemon.process import collision_guard, goal_joint_names, motion_limits, plan_settings
 from armd.link.messages import Mode, Rejection, TrajectoryGoal
 from armd.link.protocol import FollowPath, Sample
 from armd.motion.timed_trajectory import QuinticCurve, TimedTrajectory
@@ -169,9 +170,10 @@ def check_replay(replay: ReplayGoal, setup: ArmSetup, current: Array | None) -> 
             current[tree.joint_names.index(joint)] = q
     limits = motion_limits(setup)
     try:
-        request = Planner(tree, setup.tool_link, limits, plan_settings(setup)).plan(
-            goal, _at_rest(current)
+        planner = Planner(
+            tree, setup.tool_link, limits, plan_settings(setup), collision_guard(setup)
         )
+        request = planner.plan(goal, _at_rest(current))
         check_move(request, tree.limits.lower, tree.limits.upper, limits)
         motion = plan_motion(request, Setpoint.at_rest(current))
     except (Rejected, PlanningError) as exc:

@@ -42,10 +42,13 @@ _SYSTEMD_VARIABLES = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
 def write_config(
     directory: Path, broker_port: int, overrides: Mapping[str, Any] | None = None
 ) -> Path:
-    """config/sim.yaml with an absolute model path, the test broker's port and a lock file in
-    `directory`, deep-merged with `overrides` (a None value deletes a key); returns its path."""
+    """config/sim.yaml with absolute model and collision geometry paths, the test broker's port
+    and a lock file in `directory`, deep-merged with `overrides` (a None value deletes a key);
+    returns its path."""
     config = yaml.safe_load(SIM_CONFIG.read_text(encoding="utf-8"))
     config["model"] = str((SIM_CONFIG.parent / config["model"]).resolve())
+    geometry = config["collision"]["geometry"]
+    config["collision"]["geometry"] = str((SIM_CONFIG.parent / geometry).resolve())
     config["mqtt"]["port"] = broker_port
     config["lock_file"] = str(directory / "armd.lock")
     _merge(config, overrides or {})

@@ -32,6 +32,8 @@ DRIVES = 6
 def own_config(tmp_path: Path, broker_port: int, group: str, first: int) -> Path:
     config = yaml.safe_load(SHIPPED.read_text(encoding="utf-8"))
     config["model"] = str((SHIPPED.parent / config["model"]).resolve())
+    geometry = config["collision"]["geometry"]
+    config["collision"]["geometry"] = str((SHIPPED.parent / geometry).resolve())
     config["mqtt"]["port"] = broker_port
     config["lock_file"] = str(tmp_path / "armd.lock")
     config["realtime_priority"] = 0

@@ -250,7 +250,9 @@ def status_kib(pid: int, field: str) -> int:
         ),
         pytest.param(
             {"type": "pose", "position": [0.1, 0.1, 0.3], "orientation": [1.0, 0.0, 0.0, 0.0]},
-            re.compile(r"unreachable|reachable only"),
+            # the solutions it has (beyond the no-jump box) fold the wrist into the forearm: the
+            # collision is the reason when every solution found collides
+            re.compile(r"unreachable|reachable only|^collision: "),
             id="pose-inside-the-base",
         ),
         pytest.param(

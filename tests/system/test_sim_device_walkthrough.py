@@ -111,6 +111,8 @@ def example_config(
     """config/armd.example.yaml with the printed bus lines put in."""
     config = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
     config["model"] = str((EXAMPLE.parent / config["model"]).resolve())
+    geometry = config["collision"]["geometry"]
+    config["collision"]["geometry"] = str((EXAMPLE.parent / geometry).resolve())
     config["mqtt"]["port"] = broker_port
     config["lock_file"] = str(tmp_path / "armd.lock")
     config["realtime_priority"] = 0

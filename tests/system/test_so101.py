@@ -33,6 +33,8 @@ def so101(spawn: Spawn, tmp_path: Path) -> Iterator[MqttProbe]:
     assert config["drivers"]["bus"]["params"]["port"] == "/tmp/armd-so101", "update this test"
     config["drivers"]["bus"]["params"]["port"] = str(link)
     config["model"] = str((SO101.parent / config["model"]).resolve())
+    geometry = config["collision"]["geometry"]
+    config["collision"]["geometry"] = str((SO101.parent / geometry).resolve())
     config["mqtt"]["port"] = broker.port
     config["lock_file"] = str(tmp_path / "armd.lock")
     path = tmp_path / "so101.yaml"

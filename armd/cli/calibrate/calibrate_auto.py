@@ -24,7 +24,16 @@ from armd.cli.calibrate.calibrate_session import FIRST_READ_S, MIN_SPAN, Keyboar
 from armd.config.calibration import position_units
 from armd.config.load import ArmSetup
 from armd.control.transmission import Transmission
-from armd.tools.autocal import AutoSettings, EndStopError, EndStops, Travel, limited_drivers
+from armd.errors import ArmdError
+from armd.tools.autocal import (
+    AutoRefusedError,
+    AutoSettings,
+    EndStopError,
+    EndStops,
+    Travel,
+    limited_drivers,
+    sweep_collision,
+)
 from drivers import Driver
 
 __all__ = ["record_auto"]
@@ -55,6 +64,8 @@ async def record_auto(
             await stack.enter_async_context(driver)  # open; closed (disabled) on the way out
         search = EndStops(drivers, settings, torque, clock=asyncio.get_running_loop().time)
         await _first_read(search, transmissions)
+        if setup.collision is not None:
+            await _refuse_collisions(setup, search, transmissions, settings)
         for driver in drivers.values():
             await driver.enable()
         for i, t in enumerate(transmissions, 1):
@@ -123,6 +134,30 @@ async def _first_read(search: EndStops, joints: Sequence[Transmission]) -> None:
             names = ", ".join(f"{t.joint} ({t.driver}/{t.device})" for t in silent)
             raise EndStopError(f"no reading from the devices of {names} in {FIRST_READ_S:g} s")
         await asyncio.sleep(0.05)
+
+
+async def _refuse_collisions(
+    setup: ArmSetup, search: EndStops, joints: Sequence[Transmission], settings: AutoSettings
+) -> None:
+    """`AutoRefusedError` (nothing enabled yet) when a joint's search would collide."""
+    assert setup.collision is not None
+    motors: dict[str, dict[str, float]] = {}
+    for (driver, device), state in (await search.read()).items():
+        motors.setdefault(driver, {})[device] = state.position
+    try:
+        q = setup.transmission.joint_positions(setup.transmission.from_devices(motors))
+    except ArmdError as exc:
+        raise AutoRefusedError(f"cannot check the searches for collisions: {exc}") from None
+    for t in joints:
+        joint = setup.tree.joint_names.index(t.joint)
+        found = sweep_collision(setup.collision, q, joint, settings.max_travel)
+        if found is not None:
+            position, a, b = found
+            raise AutoRefusedError(
+                f"collision: searching {t.joint}'s end stops would bring {a} and {b} within "
+                f"the margin at {t.joint} = {position:.3f} (with the configured offsets); move "
+                "the arm clear of it, lower --auto-max-travel, or calibrate this joint by hand"
+            )
 
 
 async def _disabled(drivers: Mapping[str, Driver], out: TextIO) -> None:

@@ -37,7 +37,28 @@ def config(tmp_path: Path) -> Path:
     devices.update(
         {name: {"end_stops": list(stops), "watchdog_s": 1.0} for name, stops in STOPS.items()}
     )
-    return write_config(tmp_path, 1883, {"drivers": {"sim": {"params": {"devices": devices}}}})
+    # without the table and the collision geometry: the searches sweep 2π (test_a_search_...
+    # _that_would_collide_is_refused keeps them)
+    overrides = {"drivers": {"sim": {"params": {"devices": devices}}}, "collision": None}
+    return write_config(tmp_path, 1883, overrides)
+
+
+def test_a_search_that_would_collide_is_refused_before_anything_moves(
+    tmp_path: Path, terminals: list[Terminal]
+) -> None:
+    """The elbow's search sweeps up to 2π within its limits: folded, the forearm meets the
+    base, so the search is refused (the drives opened, never enabled)."""
+    config = write_config(tmp_path, 1883)
+    t = calibrate(terminals, config, "--joint", "elbow_joint")
+    t.expect("Press Enter to start")
+    t.line()
+    t.expect(
+        r"armd: error: collision: searching elbow_joint's end stops would bring \S+ and \S+ "
+        r"within the margin at elbow_joint = "
+    )
+    assert t.wait() == 1
+    assert "searching the" not in t.output
+    assert not config.with_name("armd.calibration.yaml").exists()
 
 
 @pytest.fixture

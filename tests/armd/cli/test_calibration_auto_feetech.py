@@ -67,6 +67,9 @@ def so101_config(tmp_path: Path, port: str) -> Path:
     """config/so101.yaml on `port`, its lock file in `tmp_path`; the calibration goes next to it."""
     doc = yaml.safe_load(SO101.read_text(encoding="utf-8"))
     doc["model"] = str((SO101.parent / doc["model"]).resolve())
+    if doc.get("collision"):
+        geometry = doc["collision"]["geometry"]
+        doc["collision"]["geometry"] = str((SO101.parent / geometry).resolve())
     doc["drivers"]["bus"]["params"]["port"] = port
     doc["lock_file"] = str(tmp_path / "armd.lock")
     path = tmp_path / "so101.yaml"

@@ -197,6 +197,7 @@ def test_example_config_checks_ok_where_its_hardware_exists(
         text = EXAMPLE.read_text(encoding="utf-8")
         replaced = {
             "model: robots/ur5.urdf": f"model: {CONFIG / 'robots/ur5.urdf'}",
+            "geometry: collision/ur5.yaml": f"geometry: {CONFIG / 'collision/ur5.yaml'}",
             "port: /dev/ttyUSB0": f"port: {os.ttyname(sub)}",
             "interface: socketcan": "interface: virtual",
         }
@@ -218,6 +219,7 @@ def test_example_config_checks_ok_where_its_hardware_exists(
 def test_unknown_can_interface(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = EXAMPLE.read_text(encoding="utf-8")
     text = text.replace("model: robots/", f"model: {CONFIG}/robots/")
+    text = text.replace("geometry: collision/", f"geometry: {CONFIG}/collision/")
     text = text.replace("interface: socketcan", "interface: carrier-pigeon")
     text = text.replace("port: /dev/ttyUSB0", "port: /dev/null")
     (tmp_path / "example.yaml").write_text(text, encoding="utf-8")
@@ -235,6 +237,7 @@ def test_a_broken_file_lists_every_problem_on_stderr(
 ) -> None:
     text = SIM.read_text(encoding="utf-8")
     text = text.replace("model: robots/", f"model: {CONFIG}/robots/")
+    text = text.replace("geometry: collision/", f"geometry: {CONFIG}/collision/")
     text = text.replace("gear_ratio: 4.0", "gear_ratio: -3")
     text = text.replace("loop_hz: 250", "loop_hz: 250\nloop_rate: 250")
     text = text.replace("device: wrist3", "device: wrist9")
@@ -297,6 +300,7 @@ def test_a_socketcan_interface_that_is_down(
     channel = _down_netdev()
     text = EXAMPLE.read_text(encoding="utf-8")
     text = text.replace("model: robots/", f"model: {CONFIG}/robots/")
+    text = text.replace("geometry: collision/", f"geometry: {CONFIG}/collision/")
     text = text.replace("channel: can0", f"channel: {channel}")
     text = text.replace("port: /dev/ttyUSB0", "port: /dev/null")
     (tmp_path / "example.yaml").write_text(text, encoding="utf-8")

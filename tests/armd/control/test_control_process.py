@@ -186,7 +186,9 @@ async def test_a_fault_the_daemon_found_latches_in_the_control_process_until_res
     port.send(TorqueMap(q.copy(), np.full(n, 0.5), np.eye(n), np.eye(n)))
     port.send(move(control, "moving", 0.5, speed=0.3))
     await until(lambda: port.latest.moving, "moving")
-    port.send(LatchFault("contact", "joint 'shoulder_pan_joint': external torque 9 N·m", "j"))
+    port.send(
+        LatchFault(Fault("contact", "joint 'shoulder_pan_joint': external torque 9 N·m", "j"))
+    )
     await until(lambda: port.latest.mode == Mode.FAULT and not port.busy, "the fault's stop")
     fault = reports.faults[-1]
     assert fault == Fault("contact", "joint 'shoulder_pan_joint': external torque 9 N·m", "j")

@@ -9,8 +9,8 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from armd.link.messages import MAX_MOTION_DURATION_S, GoalStatus, Mode, StatusUpdate
-from armd.link.protocol import EngageEstop, FollowPath, Move, Reset, Stop
+from armd.link.messages import MAX_MOTION_DURATION_S, Fault, GoalStatus, Mode, StatusUpdate
+from armd.link.protocol import EngageEstop, FollowPath, LatchFault, Move, Reset, Stop
 from armd.motion.trajectory import MotionLimits, TimedPath, plan_path
 from tests.armd.rig import LIMITS, assert_within_limits, make_rig, move
 
@@ -372,3 +372,30 @@ async def test_a_tick_that_raises_latches_a_fault_and_the_loop_carries_on() -> N
     assert "ZeroDivisionError: a bug" in rig.loop.fault.message
     assert rig.final("moving") is not None
     assert rig.final("moving").status is GoalStatus.ABORTED  # type: ignore[union-attr]
+
+
+async def test_a_fault_the_daemon_latches_stops_the_motion_until_reset() -> None:
+    """`LatchFault` (the daemon's measured-state collision check): a controlled stop, the goal
+    aborted with the fault, published, latched until a reset; a second one while latched is
+    ignored."""
+    rig = await make_rig()
+    await rig.run(1)
+    rig.loop.handle(move("g", [2.0, 0, 0, 0, 0, 0]))
+    await rig.run(60)
+    fault = Fault("collision", "measured state in collision: a with b at 0.0010 m")
+    rig.loop.handle(LatchFault(fault))
+    await rig.run(1)
+    rig.loop.handle(LatchFault(Fault("collision", "another")))  # latched already: ignored
+    await rig.run(200)
+    assert rig.loop.mode == Mode.FAULT
+    assert rig.faults == [fault]
+    final = rig.final("g")
+    assert final is not None
+    assert final.status == GoalStatus.ABORTED
+    assert final.reason == f"fault: {fault.message}"
+    assert not rig.loop.moving
+    rig.loop.handle(Reset())
+    await rig.run(2)
+    assert rig.loop.mode == Mode.HOLDING
+    assert rig.faults == [fault, None]
+    assert_within_limits(rig)

@@ -4,6 +4,7 @@ trajectory goal's bounds, with the error that costs measured against the daemon'
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import math
 from pathlib import Path
@@ -104,7 +105,23 @@ def test_simplify_keeps_the_samples_the_lines_need() -> None:
 
 @pytest.fixture(scope="module")
 def sim() -> ArmSetup:
-    return load_config(ROOT / "config" / "sim.yaml", kernels=False)
+    """config/sim.yaml without its table and collision geometry: the busy recordings below sweep
+    the whole workspace (`test_a_replay_into_the_table_is_refused` keeps them)."""
+    setup = load_config(ROOT / "config" / "sim.yaml", kernels=False)
+    return dataclasses.replace(setup, collision_spec=None)
+
+
+def test_a_replay_into_the_table_is_refused_by_the_daemon_s_checks() -> None:
+    setup = load_config(ROOT / "config" / "sim.yaml", kernels=False)
+    times = np.linspace(0.0, 4.0, 41)
+    start = np.array([0.0, -1.2, 1.9, -2.27, -1.5708, 0.0])
+    positions = np.tile(start, (times.shape[0], 1))
+    positions[:, 1] += 1.5 * np.sin(np.pi * times / times[-1]) ** 2  # the upper arm down, back
+    recording = Recording(setup.tree.joint_names, times, positions, np.zeros_like(positions))
+    checked = check_replay(replay_goal(recording, setup, "dip", 1.0, 1e-3), setup, start)
+    assert checked.reason is not None
+    assert checked.reason.startswith("collision: "), checked
+    assert " with table at " in checked.reason
 
 
 def long_recording(setup: ArmSetup, seconds: float, hz: float = 25.0) -> Recording:

@@ -1,0 +1,180 @@
+"""Every motion checked against the collision model before it reaches the loop (docs/collision.md).
+
+`CollisionGuard.check_move` checks the path the loop will follow for a planned command, from the
+loop's latest sample, as the loop will plan it:
+
+- a `MoveTo` from rest is a straight line in joint space (`armd.motion.trajectory.JointMotion`
+  synchronises the joints by phase: every joint covers the same fraction of its way at every
+  instant), checked as such; from a moving state the same ruckig trajectory is planned here from
+  the sample's commanded state and checked sampled in time;
+- a `FollowPath` with a `TimedPath` (a linear goal) is the loop's curve through its waypoints,
+  sampled along its parameter; one with a `TimedTrajectory` is its approach (a `MoveTo`'s motion
+  to the first point) followed by its curve, sampled in time.
+
+Sampling follows `CollisionModel.check_trajectory`: no point of a link moves more than half the
+margin between samples. A refusal is a reason starting with ``collision:`` that names the pair
+and where: ``collision: wrist_3_link with table at 43 % of the path (0.004 m inside the
+margin)``; the target is checked first (``... at the target``).
+
+A start already in contact (the arm was moved there by hand, or the geometry changed) allows only
+motions out of it: every pair in contact at the start must end farther apart than it began and
+never get closer on the way, and every other pair must stay clear.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from armd.link.protocol import Move, MoveTo, Sample
+from armd.motion.timed_trajectory import QuinticCurve, TimedTrajectory
+from armd.motion.trajectory import (
+    JointMotion,
+    MotionLimits,
+    Setpoint,
+    path_derivative_bound,
+    path_positions,
+)
+from kinematics.collision import CollisionModel, PathCheck
+
+__all__ = ["CollisionGuard", "contact_reason"]
+
+Array = NDArray[np.float64]
+Positions = Callable[[Array], Array]  # times (k,) → configurations (k, n)
+_ESCAPE_SLACK = 1e-6  # m: a pair in contact at the start may not get closer than this on the way
+
+
+def contact_reason(a: str, b: str, distance: float, margin: float, where: str) -> str:
+    """``collision: a with b <where> (d m inside the margin)``."""
+    return f"collision: {a} with {b} {where} ({margin - distance:.4f} m inside the margin)"
+
+
+class _Segment:
+    """A piece of a motion: positions over [0, duration] s and a bound of the joints' speeds."""
+
+    def __init__(self, positions: Positions, duration: float, velocity: Array) -> None:
+        self.positions = positions
+        self.duration = duration
+        self.velocity = velocity
+
+
+class CollisionGuard:
+    """Checks planned motions of one arm against its collision `model`."""
+
+    def __init__(self, model: CollisionModel, velocity: Array) -> None:
+        """`velocity`: the joints' velocity limits (rad/s or m/s, q order), which every timed
+        trajectory keeps within."""
+        self.model = model
+        self.margin = model.margin
+        self.velocity = np.asarray(velocity, dtype=float)
+
+    # -- configurations -------------------------------------------------------------------------
+
+    def target_reason(self, q: Array) -> str | None:
+        """Why the configuration `q` is refused (None: clear)."""
+        contact = self.model.first_contact(q)
+        if contact is None:
+            return None
+        return contact_reason(*contact, self.margin, "at the target")
+
+    # -- motions --------------------------------------------------------------------------------
+
+    def check_move(self, move: Move, sample: Sample) -> str | None:
+        """Why the loop must not be given `move` from `sample`'s commanded state (None: clear)."""
+        commanded = sample.commanded_position
+        assert commanded is not None
+        start = Setpoint(commanded, sample.commanded_velocity, sample.values[4].copy())
+        segments = self._segments(move, start)
+        start_contact = self.model.first_contact(commanded)
+        if start_contact is not None:
+            return self._escape(commanded, segments)
+        target = segments[-1].positions(np.array([segments[-1].duration]))[0]
+        reason = self.target_reason(target)
+        if reason is not None:
+            return reason
+        total = sum(s.duration for s in segments) or 1.0
+        elapsed = 0.0
+        for segment in segments:
+            check = self._check(segment)
+            if not check.clear:
+                assert check.fraction is not None
+                fraction = (elapsed + check.fraction * segment.duration) / total
+                return self._path_reason(check, fraction)
+            elapsed += segment.duration
+        return None
+
+    def _segments(self, move: Move, start: Setpoint) -> list[_Segment]:
+        if isinstance(move, MoveTo):
+            return [self._joint_motion(start, move.target, move.limits)]
+        path = move.path
+        if isinstance(path, TimedTrajectory):
+            curve = QuinticCurve(path.times, path.positions, path.velocities, path.accelerations)
+            return [  # the curve was time-scaled within the joints' velocity limits
+                self._joint_motion(start, path.positions[0], path.approach),
+                _Segment(curve.positions_at, path.duration, self.velocity),
+            ]
+        waypoints = path.waypoints
+        return [
+            _Segment(lambda s: path_positions(waypoints, s), 1.0, path_derivative_bound(waypoints))
+        ]
+
+    def _joint_motion(self, start: Setpoint, target: Array, limits: MotionLimits) -> _Segment:
+        """The loop's `JointMotion` from `start`: a straight line from rest (phase
+        synchronisation), else ruckig's trajectory sampled in time."""
+        if not (start.velocity.any() or start.acceleration.any()):
+            origin = start.position.copy()
+            delta = target - origin
+            return _Segment(lambda s: origin + np.outer(s, delta), 1.0, np.abs(delta))
+        motion = JointMotion(start, target, limits)
+        return _Segment(motion.positions, motion.duration, limits.covering(start).velocity)
+
+    def _check(self, segment: _Segment) -> PathCheck:
+        return self.model.check_trajectory(segment.positions, segment.duration, segment.velocity)
+
+    def _path_reason(self, check: PathCheck, fraction: float) -> str:
+        assert check.pair is not None
+        assert check.distance is not None
+        where = "at the target" if fraction >= 1.0 else f"at {100.0 * fraction:.0f} % of the path"
+        return contact_reason(*check.pair, check.distance, self.margin, where)
+
+    # -- a start in contact ---------------------------------------------------------------------
+
+    def _samples(self, segment: _Segment) -> Array:
+        """Configurations along `segment`, as densely as `check_trajectory` samples it."""
+        speed = float(np.max(self.model.reach_weights @ segment.velocity, initial=0.0))
+        steps = 1
+        if speed > 0.0 and self.margin > 0.0:
+            steps = max(1, int(np.ceil(segment.duration * speed / (0.5 * self.margin))))
+        return np.asarray(segment.positions(np.linspace(0.0, segment.duration, steps + 1)))
+
+    def _escape(self, start: Array, segments: list[_Segment]) -> str | None:
+        """A motion from a start in contact: allowed only out of the contact (module docstring)."""
+        qs = np.concatenate([self._samples(s) for s in segments])
+        distances = self.model.distances_batch(np.vstack([start, qs]))
+        names = self.model.pair_names
+        first = distances[0]
+        touching = first < self.margin
+        for k in np.flatnonzero(touching):
+            a, b = names[k]
+            deeper = distances[:, k] < first[k] - _ESCAPE_SLACK
+            if np.any(deeper) or not distances[-1, k] > first[k] + _ESCAPE_SLACK:
+                return (
+                    f"collision: the arm is in collision ({a} with {b}, "
+                    f"{self.margin - first[k]:.4f} m inside the margin): only a motion out of "
+                    "it is allowed"
+                )
+        others = distances[:, ~touching]
+        bad = np.argwhere(others < self.margin)
+        if bad.size:
+            row, column = (int(v) for v in bad[0])
+            a, b = [names[k] for k in np.flatnonzero(~touching)][column]
+            fraction = row / max(distances.shape[0] - 1, 1)
+            where = (
+                "at the target"
+                if row == distances.shape[0] - 1
+                else (f"at {100.0 * fraction:.0f} % of the path")
+            )
+            return contact_reason(a, b, float(others[row, column]), self.margin, where)
+        return None

@@ -1,0 +1,262 @@
+"""`CollisionModel`: a tree's collision geometry, its environment and the pairs to check, built
+once and then only queried (like `KinematicTree`).
+
+Queries take joint vectors ``q`` (dof,) in ``tree.joint_names`` order (rad, m) and answer signed
+distances in m (positive apart, negative the penetration depth), witness points in the root frame.
+A pair is in contact when its distance is below `margin`. The kernels are loaded on the first
+query (`kinematics.collision.compiled`), or at once by `load_collision_kernels`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from kinematics.collision import _layout as lay
+from kinematics.collision.bodies import reach_weights
+from kinematics.collision.compiled import CollisionKernels, load_collision_kernels
+from kinematics.collision.packing import pack_pairs, pack_shapes
+from kinematics.collision.pairs import SAMPLES, check_allowed_names, select_pairs
+from kinematics.collision.results import (
+    DistanceReport,
+    PairDistance,
+    PathCheck,
+)
+from kinematics.collision.spec import (
+    CollisionSpec,
+    environment_to_dict,
+    shape_to_dict,
+    spec_from_dict,
+)
+from kinematics.errors import KinematicsError, ModelError, UnknownNameError
+from kinematics.tree import KinematicTree
+
+__all__ = ["CollisionModel"]
+
+Array = NDArray[np.float64]
+TrajectoryFn = Callable[[Array], ArrayLike]
+
+
+class CollisionModel:
+    """The collision model of `tree` described by `spec`.
+
+    Pairs: `checked_pairs` (links against links, then links against the environment) and
+    `excluded_pairs` with their reasons (`kinematics.collision.pairs`). Raises `ModelError` for a
+    link the tree does not have (`UnknownNameError`), allowed pairs naming unknown things, and a
+    prismatic joint without finite limits above geometry.
+    """
+
+    def __init__(
+        self, tree: KinematicTree, spec: CollisionSpec, *, samples: int = SAMPLES, seed: int = 0
+    ) -> None:
+        self.tree = tree
+        self.spec = spec
+        self.margin = float(spec.margin)
+        index = {name: i for i, name in enumerate(tree.link_names)}
+        for link in spec.links:
+            if link not in index:
+                raise UnknownNameError(
+                    f"collision links: unknown link {link!r}; links: {list(tree.link_names)}"
+                )
+        env_names = [obj.name for obj in spec.environment]
+        problems = check_allowed_names(spec.allowed, spec.links, env_names)
+        if problems:
+            raise ModelError("; ".join(problems))
+        self._shapes, self._owned = pack_shapes(index, spec.links, spec.environment)
+        self._weights = reach_weights(tree, spec.links)
+        self._weights.flags.writeable = False
+        links = sorted(spec.links, key=lambda n: index[n])
+        self.checked_pairs, self.excluded_pairs = select_pairs(
+            tree,
+            links,
+            env_names,
+            self_collision=spec.self_collision,
+            allowed=spec.allowed,
+            margin=self.margin,
+            batch_distances=self._candidate_distances,
+            samples=samples,
+            seed=seed,
+        )
+        self._names = [(p.a, p.b) for p in self.checked_pairs]
+        self._pairs = pack_pairs(self._names, self._owned, self._shapes)
+
+    @classmethod
+    def from_dict(cls, tree: KinematicTree, data: Mapping[str, Any]) -> CollisionModel:
+        """The model of `tree` from a config's ``collision:`` section, already parsed
+        (`kinematics.collision.spec`)."""
+        return cls(tree, spec_from_dict(data))
+
+    # -- construction helpers -------------------------------------------------------------------
+
+    @cached_property
+    def kernels(self) -> CollisionKernels:
+        """The compiled collision kernels (loaded on first use)."""
+        return load_collision_kernels()
+
+    def _candidate_distances(self, names: Sequence[tuple[str, str]], qs: Array) -> Array:
+        pairs = pack_pairs(names, self._owned, self._shapes)
+        return self._batch(pairs, len(names), qs)
+
+    def _batch(self, pairs: NDArray[np.int64], count: int, qs: ArrayLike) -> Array:
+        qs = self.tree.q_vector(qs, batch=True)
+        out = np.empty((qs.shape[0], count))
+        if not self.kernels.distances_batch(self.tree.packed, self._shapes, pairs, qs, out):
+            raise KinematicsError(f"joint vectors must be finite, got {qs.tolist()}")
+        return out
+
+    # -- queries --------------------------------------------------------------------------------
+
+    @property
+    def pair_names(self) -> tuple[tuple[str, str], ...]:
+        """The checked pairs' (a, b) names, in the order of `distances_batch`'s columns."""
+        return tuple(self._names)
+
+    @property
+    def reach_weights(self) -> Array:
+        """(n_links, dof) read-only: no point of link i's geometry moves more than
+        ``reach_weights[i] · |Δq|`` (m) for a joint change Δq (`kinematics.collision.bodies`)."""
+        return self._weights
+
+    def distances(self, q: ArrayLike) -> DistanceReport:
+        """Every checked pair's signed distance and witness points at `q` (dof,)."""
+        q = self.tree.q_vector(q)
+        count = len(self._names)
+        dist = np.empty(count)
+        points = np.empty((count, 6))
+        if not self.kernels.distances(self.tree.packed, self._shapes, self._pairs, q, dist, points):
+            raise KinematicsError(f"joint vector must be finite, got {q.tolist()}")
+        pairs = tuple(
+            PairDistance(a, b, float(dist[i]), points[i, :3].copy(), points[i, 3:].copy())
+            for i, (a, b) in enumerate(self._names)
+        )
+        return DistanceReport(q.copy(), self.margin, pairs)
+
+    def distances_batch(self, qs: ArrayLike) -> Array:
+        """(N, P) signed distances (m) for configurations qs (N, dof); columns: `pair_names`."""
+        return self._batch(self._pairs, len(self._names), qs)
+
+    def min_distance(self, q: ArrayLike) -> tuple[float, tuple[str, str] | None]:
+        """(the least signed distance over the checked pairs (m), its pair); (inf, None) when the
+        model checks no pair."""
+        return self._min(q, -np.inf)
+
+    def first_contact(self, q: ArrayLike) -> tuple[str, str, float] | None:
+        """The first checked pair closer than the margin at `q` as (a, b, distance (m)), or None:
+        the hot path (a target's check), stopping at the first pair in contact."""
+        distance, pair = self._min(q, self.margin)
+        if pair is None or distance >= self.margin:
+            return None
+        return (pair[0], pair[1], distance)
+
+    def in_contact(self, q: ArrayLike) -> bool:
+        """Whether some checked pair is closer than the margin at `q`."""
+        return self.first_contact(q) is not None
+
+    def _min(self, q: ArrayLike, stop_below: float) -> tuple[float, tuple[str, str] | None]:
+        q = self.tree.q_vector(q)
+        out = np.empty(2)
+        packed = self.tree.packed
+        if not self.kernels.min_distance(packed, self._shapes, self._pairs, q, stop_below, out):
+            raise KinematicsError(f"joint vector must be finite, got {q.tolist()}")
+        pid = int(out[1])
+        return (float(out[0]), None) if pid < 0 else (float(out[0]), self._names[pid])
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def check_path(self, waypoints: ArrayLike) -> PathCheck:
+        """Check the joint-space path through `waypoints` (M, dof), straight between them.
+
+        Each interval is sampled finely enough that no point of any link moves more than
+        margin / 2 between samples (`reach_weights`): when every sample is at least the margin
+        apart, the continuous path keeps every checked pair at least margin / 2 apart (pairs with
+        the environment 3/4 of it). Reports the first sample closer than the margin.
+        """
+        qs = self.tree.q_vector(waypoints, batch=True)
+        bounds = np.ascontiguousarray(np.abs(np.diff(qs, axis=0)))
+        return self._check(qs, bounds)
+
+    def check_trajectory(
+        self, positions: TrajectoryFn, duration_s: float, max_velocity: ArrayLike
+    ) -> PathCheck:
+        """Check a trajectory given as a function: ``positions(t)`` maps times t (N,) in s to
+        configurations (N, dof), its joint speeds never above `max_velocity` (dof,) (rad/s, m/s:
+        the joints' velocity limits). Sampled every Δt such that no point of any link moves more
+        than margin / 2 in Δt at those speeds; the fraction reported is t / duration_s."""
+        velocity = np.abs(np.asarray(max_velocity, dtype=np.float64))
+        if velocity.shape != (self.tree.dof,) or not np.all(np.isfinite(velocity)):
+            raise KinematicsError(
+                f"max_velocity must be {self.tree.dof} finite numbers, got {velocity.tolist()}"
+            )
+        if not (np.isfinite(duration_s) and duration_s >= 0.0):
+            raise KinematicsError(f"duration_s: {duration_s} must be a finite number ≥ 0 (s)")
+        speed = float(np.max(self._weights @ velocity, initial=0.0))  # m/s, the fastest point
+        if self.margin == 0.0 and speed > 0.0:
+            raise KinematicsError("a moving path cannot be sampled with a margin of 0")
+        steps = max(1, int(np.ceil(duration_s * speed / (0.5 * self.margin)))) if speed else 1
+        times = np.linspace(0.0, duration_s, steps + 1)
+        qs = self.tree.q_vector(np.asarray(positions(times), dtype=np.float64), batch=True)
+        if qs.shape[0] != times.shape[0]:
+            raise KinematicsError(
+                f"positions(t) returned {qs.shape[0]} configurations for {times.shape[0]} times"
+            )
+        bounds = np.ascontiguousarray(
+            np.broadcast_to(velocity * (duration_s / steps), (steps, self.tree.dof))
+        )
+        return self._check(qs, bounds)
+
+    def _check(self, qs: Array, bounds: Array) -> PathCheck:
+        if self.margin == 0.0 and np.any(bounds > 0.0):
+            raise KinematicsError("a moving path cannot be sampled with a margin of 0")
+        result = np.zeros(lay.N_RESULT)
+        q_out = np.zeros(self.tree.dof)
+        ok = self.kernels.check_path(
+            self.tree.packed,
+            self._shapes,
+            self._pairs,
+            self._weights,
+            qs,
+            bounds,
+            self.margin,
+            result,
+            q_out,
+        )
+        if not ok:
+            raise KinematicsError(f"path configurations must be finite, got {qs.tolist()}")
+        samples, evaluated = int(result[lay.R_SAMPLES]), int(result[lay.R_EVALUATED])
+        if not result[lay.R_FOUND]:
+            return PathCheck(True, None, None, None, None, samples, evaluated)
+        pair = self._names[int(result[lay.R_PAIR])]
+        fraction = float(result[lay.R_FRACTION])
+        return PathCheck(
+            False, fraction, pair, float(result[lay.R_DISTANCE]), q_out, samples, evaluated
+        )
+
+    # -- description ----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as JSON-ready data (the daemon's ``model`` topic)::
+
+        {"margin", "self_collision", "links": {link: [shape dicts]}, "environment": [object
+         dicts], "allowed": [[a, b, reason], ...]}
+        """
+        return {
+            "margin": self.margin,
+            "self_collision": self.spec.self_collision,
+            "links": {
+                link: [shape_to_dict(shape) for shape in shapes]
+                for link, shapes in self.spec.links.items()
+            },
+            "environment": [environment_to_dict(obj) for obj in self.spec.environment],
+            "allowed": [pair.to_list() for pair in self.excluded_pairs],
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"CollisionModel(tree={self.tree.name!r}, links={len(self.spec.links)}, "
+            f"environment={len(self.spec.environment)}, checked={len(self.checked_pairs)}, "
+            f"excluded={len(self.excluded_pairs)}, margin={self.margin})"
+        )
