@@ -22,6 +22,8 @@ WAIT_S = 10.0
 def sim_config(tmp_path: Path, broker: MosquittoBroker) -> Path:
     doc = yaml.safe_load((CONFIG / "sim.yaml").read_text(encoding="utf-8"))
     doc["model"] = str(CONFIG / doc["model"])
+    if doc.get("collision"):  # its geometry file, relative to the config like the model
+        doc["collision"]["geometry"] = str(CONFIG / doc["collision"]["geometry"])
     doc["mqtt"] = {"host": broker.host, "port": broker.port}
     path = tmp_path / "arm.yaml"
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")

@@ -83,6 +83,8 @@ def test_the_mit_arm_takes_gravity_compensation_and_contact_detection(tmp_path: 
     every tick for the daemon's observer."""
     doc = yaml.safe_load((CONFIG / "mit_arm.yaml").read_text(encoding="utf-8"))
     doc["model"] = str(CONFIG / doc["model"])
+    if doc.get("collision"):  # its geometry file, relative to the config like the model
+        doc["collision"]["geometry"] = str(CONFIG / doc["collision"]["geometry"])
     doc["drivers"]["can"]["gravity_compensation"] = True
     doc["joints"]["elbow_joint"]["contact"] = {"threshold": 4.0}
     setup = load_config(write(tmp_path, doc))
