@@ -174,16 +174,38 @@ def test_the_readme_so101_calibrates_its_gripper_into_its_end_stops(
     assert entry.range == pytest.approx([limit.lower, limit.upper], abs=COUNT)
 
 
-def test_the_readme_so101_calibrates_every_joint(
+# Swept into their end stops from the simulated arm's start pose, these joints would bring the
+# gripper into the table config/so101.yaml stands on: --auto refuses them before anything moves.
+SWEEPS_INTO_THE_TABLE = ("shoulder_lift", "elbow_flex")
+
+
+def test_the_readme_so101_refuses_a_search_into_its_table(
     readme_so101: Path, terminal: list[Terminal]
 ) -> None:
-    """Five joints into their end stops; the wrist roll, which has none, to the ends of its
+    """Every joint asked for: the sweeps are checked from the arm's first reading, before any
+    drive is enabled, and the first that would reach the table is refused; nothing is written."""
+    t = calibrate(terminal, readme_so101)
+    t.expect(
+        rf"collision: searching ({'|'.join(SWEEPS_INTO_THE_TABLE)})'s end stops would bring \w+ "
+        r"and table within the margin"
+    )
+    assert t.wait() != 0
+    assert "searching the" not in t.output  # no joint was driven
+    assert not readme_so101.with_name("so101.calibration.yaml").exists()
+
+
+def test_the_readme_so101_calibrates_every_joint_its_table_allows(
+    readme_so101: Path, terminal: list[Terminal]
+) -> None:
+    """Three joints into their end stops; the wrist roll, which has none, to the ends of its
     servo's range, with a warning for each."""
+    joints = [joint for joint in JOINTS if joint not in SWEEPS_INTO_THE_TABLE]
     limits = load_tree(SO101.parent / "robots" / "so101.urdf").limits
-    ends = {joint: (limits[joint].lower, limits[joint].upper) for joint in JOINTS}
+    ends = {joint: (limits[joint].lower, limits[joint].upper) for joint in joints}
     ends["wrist_roll"] = (counts_to_rad(0), counts_to_rad(4095))
-    t = calibrate(terminal, readme_so101, "--auto-speed", "1")
-    for joint in JOINTS:  # the config's order
+    chosen = [word for joint in joints for word in ("--joint", joint)]
+    t = calibrate(terminal, readme_so101, "--auto-speed", "1", *chosen)
+    for joint in joints:  # the config's order
         stops = "ends of travel" if joint == "wrist_roll" else "end stops"
         found = t.expect(rf"{joint}: {stops} at (\S+) and (\S+) rad", timeout_s=120)
         assert (float(found[1]), float(found[2])) == pytest.approx(ends[joint], abs=1e-4 + COUNT)
@@ -191,7 +213,7 @@ def test_the_readme_so101_calibrates_every_joint(
     warnings = re.findall(r"warning: joint '(\w+)': no end stop in the (.) direction", t.output)
     assert warnings == [("wrist_roll", "+"), ("wrist_roll", "-")]
     file, _ = read_calibration(readme_so101.with_name("so101.calibration.yaml"))
-    assert set(file.joints) == set(JOINTS)
+    assert set(file.joints) == set(joints)
     for joint, entry in file.joints.items():
         assert_centred(entry, joint, *ends[joint])
 
