@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from armd.cli import interrupt
 from armd.config.load import ArmSetup, build_drivers, load_config
 from armd.errors import ConfigError
 from drivers import DeviceState, Driver, DriverError
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         for note in missing:
             print(f"hardware  not found (required by --probe and run): {note}")
     if not problems and args.probe:
-        problems = asyncio.run(probe(setup))
+        problems = interrupt.run(probe(setup))
     for problem in problems:
         print(f"{setup.path}: {problem}", file=sys.stderr)
     if problems:

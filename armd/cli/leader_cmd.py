@@ -21,6 +21,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from armd.cli import interrupt
 from armd.cli.common import EXIT_FAILURE, EXIT_OK, UsageError, guarded
 
 __all__ = ["register"]
@@ -143,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     with InstanceLock(arm.lock_file, arm.name):  # one reader of the leader's bus
-        code = asyncio.run(main())
+        code = interrupt.run(main())
     if interrupted and interrupted[0] == signal.SIGINT:
         return EXIT_INTERRUPTED
     return code if code == EXIT_OK else EXIT_FAILURE

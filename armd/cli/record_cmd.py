@@ -28,6 +28,7 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from armd.cli import interrupt
 from armd.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, say_error
 
 if TYPE_CHECKING:
@@ -300,7 +301,7 @@ def _dry_run(setup: ArmSetup, file: Path, replay: ReplayGoal) -> int:
             return await _current(client, setup)
 
     try:
-        current, why = asyncio.run(read_current()), f"no state within {STATE_WAIT_S:g} s"
+        current, why = interrupt.run(read_current()), f"no state within {STATE_WAIT_S:g} s"
     except (ArmOfflineError, aiomqtt.MqttError, OSError) as exc:
         current, why = None, str(exc)
     if current is None:

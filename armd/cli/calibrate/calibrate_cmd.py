@@ -24,7 +24,6 @@ argument; 130 Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import os
 import sys
@@ -32,6 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from armd.cli import interrupt
 from armd.cli.calibrate.calibrate_auto import record_auto
 from armd.cli.calibrate.calibrate_session import Aborted, Keyboard, record
 from armd.cli.common import EXIT_FAILURE, EXIT_OK, UsageError, guarded
@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> int:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("a guided procedure: run it in a terminal (stdin and stdout)")
         try:
-            entries = asyncio.run(_guided(setup, joints, auto))
+            entries = interrupt.run(_guided(setup, joints, auto))
         except (Aborted, EndStopError) as exc:
             print(f"\naborted ({exc}): nothing written", file=sys.stderr)
             return EXIT_FAILURE

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from armd.api.contract import encode, goal_json
+from armd.cli import interrupt
 from armd.cli.client.trajectory_args import named_values, trajectory_fields
 from armd.cli.common import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError, say_error
 from armd.link.messages import Goal, JointsGoal, KeypointsGoal, NamedGoal, PoseGoal, StopGoal
@@ -258,7 +259,7 @@ def connected(setup: ArmSetup, run: Callable[[ArmClient], Awaitable[int]]) -> in
             return await run(client)
 
     try:
-        return asyncio.run(main())
+        return interrupt.run(main())
     except ArmOfflineError as exc:
         say_error(str(exc))
     except (aiomqtt.MqttError, OSError) as exc:
