@@ -44,7 +44,9 @@ class IKOptions:
     max_joint_change: when set (rad or m), no joint may end farther than this from the seed; the
         search stays inside that box and fails rather than jump to another solution branch.
     restarts: retry from random configurations when the seeded attempt fails.
-    time_budget_s: wall-clock budget for the restarts (the seeded attempt always runs).
+    time_budget_s: budget for the restarts, in CPU time of the solving thread (the seeded attempt
+        always runs): a machine busy with other work delays the answer rather than cutting the
+        search short, so a target is not reported unreachable because the CPU was shared.
     null_space_gain: 0..1, pull toward the seed in the null space (redundant arms).
     rng_seed: seed of the random restarts (None: nondeterministic).
     """
@@ -186,11 +188,11 @@ def solve(
         )
         return start, info
 
-    deadline = time.perf_counter() + options.time_budget_s
+    deadline = time.thread_time() + options.time_budget_s
     best_q, best_info = attempt(seed_q.copy(), params)
     attempts, iterations = 1, int(best_info[kern.I_ITERATIONS])
     rng = None
-    while options.restarts and not best_info[kern.I_CONVERGED] and time.perf_counter() < deadline:
+    while options.restarts and not best_info[kern.I_CONVERGED] and time.thread_time() < deadline:
         rng = rng or np.random.default_rng(options.rng_seed)
         restart_params = _without_null_space(params)  # random starts: the seed is far anyway
         q, info = attempt(_random_start(rng, seed_q, limits.lower, limits.upper), restart_params)
