@@ -3,8 +3,9 @@ CiA 402 drives on ``udp_multicast``, hop limit 0), the daemon on the shipped con
 every kind that moves the arm, then a clean stop (every drive walked down by quick stop).
 
 What the test changes in the shipped config, and why: the broker is one it starts on a free port,
-the lock file is in the test's folder, the model path is absolute, ``realtime_priority`` is 0 (no
-SCHED_FIFO on a shared machine), and the multicast group and node ids are this test's own (a
+the lock file is in the test's folder, the model path is absolute (the control process runs at
+its configured real-time priority and the drives at tests/realtime.py's, as on a robot computer),
+and the multicast group and node ids are this test's own (a
 udp_multicast bus hears every group on its port, so other runs' nodes would answer too). Nothing
 asserts speed.
 """
@@ -36,7 +37,6 @@ def own_config(tmp_path: Path, broker_port: int, group: str, first: int) -> Path
     config["collision"]["geometry"] = str((SHIPPED.parent / geometry).resolve())
     config["mqtt"]["port"] = broker_port
     config["lock_file"] = str(tmp_path / "armd.lock")
-    config["realtime_priority"] = 0
     params = config["drivers"]["can"]["params"]
     params["channel"] = group
     for index, device in enumerate(params["devices"].values()):

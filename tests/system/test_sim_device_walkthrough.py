@@ -5,9 +5,9 @@ example's full joint speed, and a daemon restart on the same simulated devices â
 process loads a core (the machine has two, shared).
 
 What the test changes beyond the printed lines, and why: the broker is one it starts on a free
-port, the lock file is in the test's folder, the model path is absolute, the daemon's
-``realtime_priority`` is 0 (the simulated devices run at real-time priority instead, as firmware
-answers: tests/realtime.py), and the ODrive node ids are random (on
+port, the lock file is in the test's folder, the model path is absolute (the control process runs
+at its configured real-time priority and the simulated devices at tests/realtime.py's, as firmware
+answers), and the ODrive node ids are random (on
 Linux a udp_multicast bus hears every group on its port, so other runs' nodes 0 1 2 would answer
 too) and the multicast group unique. Nothing asserts speed.
 """
@@ -115,7 +115,6 @@ def example_config(
     config["collision"]["geometry"] = str((EXAMPLE.parent / geometry).resolve())
     config["mqtt"]["port"] = broker_port
     config["lock_file"] = str(tmp_path / "armd.lock")
-    config["realtime_priority"] = 0
     can0, servos = config["drivers"]["can0"], config["drivers"]["servos"]
     assert (odrive["type"], dxl["type"]) == (can0["type"], servos["type"])
     for key in ("interface", "channel"):
