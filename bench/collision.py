@@ -17,13 +17,8 @@ timings on a shared machine compare within one run, not across runs.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-
-from kinematics import load_tree
 
 # bench/kinematics.py shares its name with the `kinematics` package: import the package with this
 # folder off the path, then put the folder back for the sibling bench modules.
@@ -32,27 +27,16 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
 
-from kinematics import KinematicTree  # noqa: E402
+from kinematics import KinematicTree, load_tree  # noqa: E402
 from kinematics.collision import CollisionModel, spec_from_dict  # noqa: E402
 
 sys.path.append(str(_HERE))
+from bench_common import per_call_us  # noqa: E402
 from harness import CpuTimes, machine, steal_pct  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = np.array([0.0, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0])  # config/sim.yaml
 READY = np.array([0.0, -1.2, 1.9, -2.27, -1.5708, 0.0])
-
-
-def median_us(fn: Callable[[], object], calls: int, repeats: int) -> float:
-    """Median over `repeats` batches of the mean time of one call (µs)."""
-    fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
 
 
 class CoalPeer:
@@ -133,7 +117,7 @@ def main() -> None:
     rows = [
         (
             "full distance query (kernel) µs",
-            median_us(
+            per_call_us(
                 lambda: kernels.distances(tree.packed, shapes, pairs, READY, dist, points),
                 2000,
                 args.repeats,
@@ -142,12 +126,12 @@ def main() -> None:
         ),
         (
             "single-target check µs",
-            median_us(lambda: model.first_contact(READY), 2000, args.repeats),
+            per_call_us(lambda: model.first_contact(READY), 2000, args.repeats),
             50.0,
         ),
         (
             "4 s path check ms",
-            median_us(lambda: model.check_path(path), 5, args.repeats) / 1e3,
+            per_call_us(lambda: model.check_path(path), 5, args.repeats) / 1e3,
             2.0,
         ),
     ]
@@ -160,9 +144,9 @@ def main() -> None:
         placed = peer.placed(READY)
         samples = [peer.placed(q) for q in np.linspace(path[0], path[-1], check.samples)]
         refs = [
-            median_us(lambda: peer.distances(placed), 200, args.repeats),
-            median_us(lambda: peer.first_contact(placed), 200, args.repeats),
-            median_us(lambda: [peer.distances(p) for p in samples], 1, max(3, args.repeats // 4))
+            per_call_us(lambda: peer.distances(placed), 200, args.repeats),
+            per_call_us(lambda: peer.first_contact(placed), 200, args.repeats),
+            per_call_us(lambda: [peer.distances(p) for p in samples], 1, max(3, args.repeats // 4))
             / 1e3,
         ]
     steal = steal_pct(before, CpuTimes.now())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterable
@@ -25,7 +26,7 @@ from drivers.can_bus.frame import Frame
 from drivers.can_bus.link import BUS_OPEN_ERRORS, CanLink, make_bus
 from drivers.errors import DriverIOError, DriverOpenError
 
-__all__ = ["SimulatedBus", "open_sim_bus", "run_until_signalled"]
+__all__ = ["SimulatedBus", "open_sim_bus", "run_until_signalled", "serve_until_stopped"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,21 @@ class SimulatedBus(abc.ABC):
             self._link.send(frames)
         except DriverIOError as exc:
             log.debug("%s", exc)
+
+
+async def serve_until_stopped(
+    sim: contextlib.AbstractAsyncContextManager[object],
+    announcement: str,
+    on_ready: Callable[[], None] | None,
+    stop: asyncio.Event | None,
+) -> None:
+    """Serve `sim` (serving while entered) until `stop` is set (forever when None, i.e. until
+    cancelled); once it serves, log `announcement` and call `on_ready`."""
+    async with sim:
+        log.info("%s", announcement)
+        if on_ready is not None:
+            on_ready()
+        await (stop or asyncio.Event()).wait()
 
 
 def run_until_signalled(serve: Callable[[asyncio.Event], Awaitable[None]]) -> None:

@@ -28,7 +28,7 @@ import canopen
 from canopen.network import MessageListener
 
 from drivers.base import Clock
-from drivers.can_bus.sim import run_until_signalled
+from drivers.can_bus.sim import run_until_signalled, serve_until_stopped
 from drivers.can_link import BUS_OPEN_ERRORS, make_bus
 from drivers.cia402.objects import COB_RPDO, COB_SDO_RX, COB_SYNC
 from drivers.cia402.sim_drive import SimDriveConfig, SimDriveFaults, SimulatedDrive
@@ -215,11 +215,8 @@ async def serve(
     sim = SimulatedCiA402Bus.create(
         interface, channel, configs, bitrate=bitrate, hop_limit=hop_limit, clock=clock
     )
-    async with sim:
-        log.info("simulated CiA 402 drives %s on %s channel %r", list(ids), interface, channel)
-        if on_ready is not None:
-            on_ready()
-        await (stop or asyncio.Event()).wait()
+    announcement = f"simulated CiA 402 drives {list(ids)} on {interface} channel {channel!r}"
+    await serve_until_stopped(sim, announcement, on_ready, stop)
 
 
 def run(

@@ -27,7 +27,12 @@ import can
 
 from drivers.base import Clock
 from drivers.can_bus.link import message_to_frame
-from drivers.can_bus.sim import SimulatedBus, open_sim_bus, run_until_signalled
+from drivers.can_bus.sim import (
+    SimulatedBus,
+    open_sim_bus,
+    run_until_signalled,
+    serve_until_stopped,
+)
 from drivers.odrive import protocol as proto
 from drivers.odrive.sim_axis import Corruption, SimAxisConfig, SimAxisFaults, SimulatedAxis
 from drivers.sim.motor import MotorParams
@@ -174,11 +179,8 @@ async def serve(
         initial_positions,
     )  # fmt: skip
     sim = SimulatedODrive.create(interface, channel, configs, bitrate=bitrate, clock=clock)
-    async with sim:
-        log.info("simulated ODrive axes %s on %s channel %r", list(node_ids), interface, channel)
-        if on_ready is not None:
-            on_ready()
-        await (stop or asyncio.Event()).wait()
+    announcement = f"simulated ODrive axes {list(node_ids)} on {interface} channel {channel!r}"
+    await serve_until_stopped(sim, announcement, on_ready, stop)
 
 
 def run(
