@@ -231,7 +231,16 @@ class ControlLoop:
         if not self.ready and measured.complete():
             self.ready = True
             self._emit(Ready(len(self.hardware.drivers)))
-        key = (self.mode, self.taken, self.busy, self.moving, self.fault, self.schedule.missed)
+        held = self.motions.held
+        key = (
+            self.mode,
+            self.taken,
+            self.busy,
+            self.moving,
+            self.fault,
+            self.schedule.missed,
+            held,
+        )
         if key != self._sampled or self.tick_count % self.settings.sample_every == 0:
             self._sampled = key
             self._emit(self._sample(measured, now))
@@ -450,4 +459,5 @@ class ControlLoop:
             self.schedule.missed,
             self.fault,
             Sample.rows(measured, self.commanded),
+            None if self.motions.held is None else self.motions.held.joint,
         )

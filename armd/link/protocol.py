@@ -265,7 +265,9 @@ class Sample:
     values: (7, n) rows: measured position and velocity, commanded position, velocity and
         acceleration, measured effort (device units), and when each joint's reading was taken
         (s, the loop's clock; -inf: never); NaN rows while there is no measurement or no
-        command, NaN efforts where the device reports none.
+        command, NaN efforts where the device reports none;
+    held: the q index of the gripper joint while it holds an object (`armd.control.grip`; None:
+        nothing held), so that the daemon plans the arm's moves around the grip.
     """
 
     tick: int
@@ -277,6 +279,7 @@ class Sample:
     missed_ticks: int
     fault: Fault | None
     values: Array
+    held: int | None = None
 
     @classmethod
     def initial(cls, dof: int) -> Sample:

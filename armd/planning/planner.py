@@ -113,11 +113,14 @@ class Planner:
         self.tool_link = tool_link
         self.limits = limits
         self.settings = settings
-        # The gripper: IK and the keypoints mapping never move it, only a goal naming it does (a
-        # grip on an object must survive the arm's moves). Fixed joints have pinned limits.
+        # The gripper: while it holds an object (the loop's sample says so), IK and the keypoints
+        # mapping never move it, only a goal naming it does: the grip must survive the arm's
+        # moves. Otherwise it is a joint like the others (a gripper joint on the tool's chain,
+        # as a wrist standing in for one, then moves the tool). Fixed joints have pinned limits.
         gripper = settings.gripper
         self.hold = frozenset() if gripper is None else frozenset({gripper.joint})
         self._held = np.isin(tree.joint_names, sorted(self.hold))
+        self._nothing_held = np.zeros(tree.dof, dtype=bool)
         self.guard = guard
 
     def plan(self, goal: Planned, sample: Sample) -> Move:
@@ -199,7 +202,7 @@ class Planner:
                 np.array(goal.points),
                 measured,
                 options=_KEYPOINTS_OPTIONS,
-                hold=self.settings.fixed_joints | self.hold,
+                hold=self.settings.fixed_joints | self._holding(sample)[0],
             )
         except KinematicsError as exc:
             raise Rejected(f"points: {exc}") from None
@@ -264,7 +267,8 @@ class Planner:
         seed = self._seed(sample, link)
         limits = self.limits.scaled(goal.speed)
         oriented = isinstance(target, Pose)
-        result = solve_ik(self.tree, target, seed, link, self.settings.ik, hold=self.hold)
+        hold = self._holding(sample)[0]
+        result = solve_ik(self.tree, target, seed, link, self.settings.ik, hold=hold)
         if not result.success:
             found = None
             if self.guard is not None:  # a collision is the reason when every solution collides
@@ -272,7 +276,7 @@ class Planner:
                     target, seed, link, lambda q: MoveTo(goal.goal_id, q, limits), sample
                 )
             if found is None:
-                raise Rejected(self._why_unreachable(target, seed, link, result.message))
+                raise Rejected(self._why_unreachable(target, seed, link, result.message, hold))
             result = replace(result, q=found)
         q = np.array(result.q)
         move = MoveTo(goal.goal_id, q, limits, self._pose_tolerance(q, link, oriented))
@@ -312,8 +316,9 @@ class Planner:
         for attempt in range(_COLLISION_RESTARTS):
             if attempt >= _MIN_COLLISION_RESTARTS and time.thread_time() > deadline:
                 break
-            start = np.where(self._held, seed, rng.uniform(lower, upper))  # the gripper stays
-            result = solve_ik(self.tree, target, start, link, options, hold=self.hold)
+            hold, held = self._holding(sample)
+            start = np.where(held, seed, rng.uniform(lower, upper))  # a held gripper stays
+            result = solve_ik(self.tree, target, start, link, options, hold=hold)
             q = np.array(result.q)
             if not result.success or (box is not None and np.max(np.abs(q - seed)) > box):
                 continue
@@ -325,13 +330,19 @@ class Planner:
             raise Rejected(first)
         return None
 
+    def _holding(self, sample: Sample) -> tuple[frozenset[str], NDArray[np.bool_]]:
+        """The joints IK keeps where they are for `sample` (names, and as a q mask)."""
+        if sample.held is None:
+            return frozenset(), self._nothing_held
+        return self.hold, self._held
+
     def _seed(self, sample: Sample, link: str) -> Array:
         """IK's seed: the measured position of the joints it may move; the commanded one of the
         others (held, or not moving `link`), which keep it, as a joints goal's unnamed joints."""
         measured, commanded = sample.measured_position, sample.commanded_position
         assert measured is not None
         assert commanded is not None
-        moving = self.tree.chain(link).moving & ~self._held
+        moving = self.tree.chain(link).moving & ~self._holding(sample)[1]
         return np.where(moving, measured, commanded)
 
     def _pose_tolerance(self, q: Array, link: str, oriented: bool) -> Array:
@@ -345,12 +356,14 @@ class Planner:
             bound = min(bound, rotation / _column_sum(jacobian[3:]))
         return np.full(self.tree.dof, bound)
 
-    def _why_unreachable(self, target: Pose | Array, seed: Array, link: str, message: str) -> str:
+    def _why_unreachable(
+        self, target: Pose | Array, seed: Array, link: str, message: str, hold: frozenset[str]
+    ) -> str:
         """Tell 'out of reach' from 'reachable only by jumping to another branch'."""
         bound = self.settings.ik.max_joint_change
         if bound is not None:
             options = _without_box(self.settings.ik)
-            anywhere = solve_ik(self.tree, target, seed, link, options, hold=self.hold)
+            anywhere = solve_ik(self.tree, target, seed, link, options, hold=hold)
             if anywhere.success:
                 worst = float(np.max(np.abs(np.asarray(anywhere.q) - seed)))
                 return (
@@ -366,7 +379,8 @@ class Planner:
         start = self.tree.fk(start_q, link)
         goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
         options = _without_box(self.settings.ik)
-        end = solve_ik(self.tree, goal_pose, start_q, link, options, hold=self.hold)
+        hold = self._holding(sample)[0]
+        end = solve_ik(self.tree, goal_pose, start_q, link, options, hold=hold)
         if not end.success:  # checked first: a far target must not cost thousands of IK samples
             raise Rejected(f"target unreachable within the joint limits: IK {end.message}")
         distance, angle = start.distance_to(goal_pose)
@@ -384,7 +398,7 @@ class Planner:
         step_options = _continuity_options(self.settings.ik)
         for i in range(1, steps + 1):
             pose = _interpolate(start, goal_pose, i / steps)
-            result = solve_ik(self.tree, pose, waypoints[-1], link, step_options, hold=self.hold)
+            result = solve_ik(self.tree, pose, waypoints[-1], link, step_options, hold=hold)
             if not result.success:
                 where = ", ".join(f"{v:.3f}" for v in pose.translation)
                 raise Rejected(
