@@ -25,7 +25,7 @@ from armd.cli.common import EXIT_FAILURE, EXIT_OK, UsageError, guarded
 from kinematics import KinematicsError, KinematicTree, Pose, solve_ik
 from kinematics.ik import IKOptions, IKResult
 from kinematics.limits import JointLimit
-from kinematics.loaders import load_tree, save_tree
+from kinematics.models.loaders import load_tree, save_tree
 from kinematics.motors import JointMotor, Link
 
 __all__ = ["LINK_HELP", "link_name", "register", "tool_link"]

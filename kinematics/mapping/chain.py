@@ -2,11 +2,11 @@
 a tracked human arm) known only by the positions of its joints. Only directions matter.
 
 The vector-pair math (the rotation family, one joint, two joints) lives in
-`kinematics.rotation_family`; its public names are re-exported here.
+`kinematics.mapping.rotation_family`; the public names are re-exported by `kinematics.mapping`.
 
 The chain (`map_chain`) is walked from the root, one segment (consecutive keypoint links) at a time.
 A segment's direction is turned by the joints at or above its start link (they rotate it whole:
-the closed forms of `kinematics.rotation_family`) and by those strictly inside it (they swing its
+the closed forms of the rotation family) and by those strictly inside it (they swing its
 end on a circle: handled, as are mimic-coupled joints, by a damped Gauss–Newton
 (Levenberg–Marquardt) refinement). Each joint
 is decided by the first segment whose direction it changes and is then kept, so later segments
@@ -32,8 +32,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kinematics.errors import KinematicsError
-from kinematics.motors import JointMotor
-from kinematics.rotation_family import (
+from kinematics.mapping.rotation_family import (
     PARALLEL_TOLERANCE,
     AxisRotation,
     RotationFamily,
@@ -48,6 +47,7 @@ from kinematics.rotation_family import (
     two_turns,
     unit_vector,
 )
+from kinematics.motors import JointMotor
 from kinematics.tree import KinematicTree
 
 __all__ = [
