@@ -56,6 +56,7 @@ from drivers import DriverError
 __all__ = ["ControlLoop", "LoopSettings"]
 
 log = logging.getLogger(__name__)
+_first_commands = logging.getLogger(f"{__name__}.first_commands")
 Array = NDArray[np.float64]
 SHUTDOWN_STOP_TIMEOUT_S = 5.0
 BLOCKED_VELOCITY = 0.05  # rad/s (m/s): a gripper slower than this at its grip is on its object
@@ -255,7 +256,7 @@ class ControlLoop(LoopSupervisor):
         position, velocity = self.limiter.apply(wanted.position, wanted.velocity)
         acceleration = (velocity - self.commanded.velocity) / self.settings.period_s
         self.commanded = Setpoint(position, velocity, acceleration)
-        self.motions.log_first_commands(self.tick_count)
+        self._log_first_commands()
         try:
             torque = self.feedforward.torque(self.commanded, self.schedule.clock())
             await self.hardware.write(position, velocity, torque)
@@ -277,6 +278,26 @@ class ControlLoop(LoopSupervisor):
             self._disable_pending = self.settings.disable_on_fault and self._enabled
         elif ended is not None:
             self._set_mode(Mode.HOLDING)
+
+    def _log_first_commands(self) -> None:
+        """At DEBUG, when this tick issues the first command of a goal's motion or of a stream's
+        newest target (`armd.control.loop` at DEBUG: the benches' latencies, bench/loop.py and
+        bench/stream.py). `time.monotonic`: the same clock in every process."""
+        active, tick = self.motions.active, self.tick_count
+        if active is None or not _first_commands.isEnabledFor(logging.DEBUG):
+            return
+        if active.start_tick == tick and not active.is_stop:
+            _first_commands.debug(
+                "goal %s: first command at monotonic %.6f", active.goal_id, time.monotonic()
+            )
+        stream = active.stream
+        if stream is not None and stream.target_tick == tick:  # a leader's read → this command
+            _first_commands.debug(
+                "stream %s seq %d: first command at monotonic %.6f",
+                stream.stream_id,
+                stream.seq,
+                time.monotonic(),
+            )
 
     # -- outputs ----------------------------------------------------------------------------------
 
