@@ -272,8 +272,10 @@ class ControlLoop(LoopSupervisor):
             assert grip is not None
             if abs(measured.velocity[grip.joint]) < BLOCKED_VELOCITY:  # on its object: stay there
                 self._relieve(grip.joint, self.commanded.position[grip.joint])
-            reason = held_reason(grip, measured, self.joint_names)
-            self._stop_motion(reason, GoalStatus.SUCCEEDED)
+            self.motions.settle_grip(
+                self.commanded, self.tick_count, held_reason(grip, measured, self.joint_names)
+            )
+            self._set_mode(Mode.STOPPING)
         elif ended is Ended.STOP and self.mode in (Mode.FAULT, Mode.ESTOP):
             self._disable_pending = self.settings.disable_on_fault and self._enabled
         elif ended is not None:

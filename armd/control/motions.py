@@ -15,8 +15,8 @@ motion under way and is pre-empted by a goal or a stop; it ends ``succeeded`` at
 message, ``aborted`` when it goes quiet for the timeout (the loop then stops the arm).
 
 A gripper that closed on an object holds it (`held`, `armd.control.grip`) through the motions that
-leave it where it holds: their success does not wait for it; one that commands it elsewhere
-releases it.
+leave it out or where it holds: the gripper stays at its grip, and their success does not wait
+for it; one that commands it elsewhere releases it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from armd.control.grip import Held, closed_on_object
+from armd.control.grip import GripSettle, Held, closed_on_object
 from armd.control.moves import Prepared, motion_for, prepare
 from armd.control.streaming import StreamFollower
 from armd.link.messages import GoalStatus, Mode
@@ -138,7 +138,10 @@ class Motions:
         (`armd.control.moves.prepare`: the tick that starts it only checks that nothing changed
         since)."""
         if isinstance(self.pending, MoveTo | FollowPath) and self.active is None:
-            self._prepared = prepare(self.pending, commanded, bounds, self.limits)
+            move = self.pending
+            if self.held is not None and self.held.kept_by(move, commanded.position):
+                move = self.pending = self.held.keep(move, commanded.position)
+            self._prepared = prepare(move, commanded, bounds, self.limits)
 
     def drop_pending(self, reason: str) -> None:
         """The waiting command will not run: its goal is ``aborted`` (a stop's is served)."""
@@ -267,6 +270,10 @@ class Motions:
         self, move: Move, commanded: Setpoint, tick: int, bounds: tuple[Array, Array]
     ) -> Mode | None:
         prepared, self._prepared = self._prepared, None
+        held = self.held
+        kept = held is not None and held.kept_by(move, commanded.position)
+        if held is not None and kept:
+            move = held.keep(move, commanded.position)  # the gripper stays at its grip
         try:
             motion = motion_for(move, commanded, bounds, self.limits, prepared)
         except PlanningError as exc:
@@ -277,13 +284,25 @@ class Motions:
             reason = f"internal error: {type(exc).__name__}: {exc}"
             self._status(move.goal_id, GoalStatus.ABORTED, reason)
             return None
-        if self.held is not None and not self.held.kept_by(move, commanded.position):
+        if not kept:
             self.held = None  # the move commands the gripper: it lets go of its object
         previous = self.active
         if previous is not None and previous.goal_id is not None:  # a stop under way too
             self._status(previous.goal_id, GoalStatus.PREEMPTED, f"preempted by {move.goal_id}")
         self.active = _Active(move.goal_id, motion, tick, move=move)
         return Mode.MOVING
+
+    def settle_grip(self, commanded: Setpoint, tick: int, reason: str) -> None:
+        """The gripper goal under way closed on its object (`held`): it succeeds with `reason`,
+        and the arm stops from `commanded`, this tick's command, the gripper back at its grip
+        (`armd.control.grip.GripSettle`)."""
+        active, held = self.active, self.held
+        assert active is not None
+        assert held is not None
+        self._status(active.goal_id, GoalStatus.SUCCEEDED, reason)
+        motion = GripSettle(commanded, held.joint, held.position, self.limits)
+        # It starts from this tick's command: the next tick samples it one period in.
+        self.active = _Active(None, motion, tick + 1, is_stop=True)
 
     @property
     def grip(self) -> Grip | None:
@@ -325,7 +344,7 @@ class Motions:
         t = self._time(active, tick)
         grip = closed_on_object(active.move, measured)
         if grip is not None:
-            self.held = Held(grip.joint, grip.effort)
+            self.held = Held(grip.joint, grip.effort, float(commanded.position[grip.joint]))
             return Ended.HELD
         if not active.motion.done(t):
             return None

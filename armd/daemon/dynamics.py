@@ -9,6 +9,14 @@ change) the daemon linearises the inverse dynamics at the loop's commanded state
 ``g(q0) + C(q0, q̇0) q̇0``, ``∂g/∂q`` (central differences of the gravity torques, 2·dof calls of
 ~2 µs) and ``M(q0)``, zero for the joints whose driver does not compensate
 (``gravity_compensation``). q order, N·m (N for prismatic joints) at the joints.
+
+When the drives are enabled (the loop commands again after commanding nothing: at start, after
+a reset that re-enabled them), the maps are ramped in over `GRAVITY_RAMP_S`: each is the
+linearisation times ``min(1, (t - t_enabled) / GRAVITY_RAMP_S)``, t the sample's time, so the
+first is zero and the drives take the arm's weight from their position loops gradually instead of
+in one tick. The torque then steps at each new map by at most ``|g| × Δt / GRAVITY_RAMP_S``
+(Δt between two samples: 8 % of g at a 25 Hz telemetry rate, 0.8 % when contact detection
+samples every tick at 250 Hz).
 """
 
 from __future__ import annotations
@@ -25,11 +33,14 @@ from armd.link.protocol import Command, LatchFault, Sample, TorqueMap
 from kinematics import Inertial, KinematicTree
 from kinematics.dynamics import STANDARD_GRAVITY, Dynamics, Payload
 
-__all__ = ["ArmDynamics"]
+__all__ = ["GRAVITY_RAMP_S", "ArmDynamics"]
 
 Array = NDArray[np.float64]
 
 _STEP = 1e-5  # rad (m): the central differences' step; error ~1e-10 of the torques
+
+GRAVITY_RAMP_S = 0.5
+"""s: the gravity compensation's ramp from zero to full when the drives are enabled."""
 
 
 def compensated_joints(setup: ArmSetup) -> NDArray[np.bool_]:
@@ -48,7 +59,7 @@ class ArmDynamics:
 
     tree: the arm's model; tool_link: where payloads sit; compensated: (dof,) bool, the joints
     whose driver compensates gravity; gravity: m/s², root frame; payload: the load at the tool
-    link to start with (None: none)."""
+    link to start with (None: none); ramp_s: the compensation's ramp at enable, s."""
 
     def __init__(
         self,
@@ -57,6 +68,7 @@ class ArmDynamics:
         compensated: NDArray[np.bool_],
         gravity: Sequence[float] = STANDARD_GRAVITY,
         payload: Inertial | None = None,
+        ramp_s: float = GRAVITY_RAMP_S,
     ) -> None:
         self.dynamics = Dynamics(tree, gravity=gravity)
         self.tool_link = tool_link
@@ -66,6 +78,8 @@ class ArmDynamics:
         self.contact: ContactMonitor | None = None
         self._torque_per_effort = np.zeros(tree.dof)
         self._read_at: Array | None = None  # the watched joints' reading times, last sample
+        self.ramp_s = ramp_s
+        self._enabled_at: float | None = None  # the first sample's time the loop commanded
 
     def watch_contacts(
         self,
@@ -114,7 +128,7 @@ class ArmDynamics:
         ``contact`` fault to latch."""
         commands: list[Command] = []
         if self.compensating:
-            torque_map = self.torque_map(sample)
+            torque_map = self.ramped(self.torque_map(sample), sample.t)
             if torque_map is not None:
                 commands.append(torque_map)
         if self.contact is not None:
@@ -167,6 +181,20 @@ class ArmDynamics:
     def set_payload(self, inertial: Inertial | None) -> None:
         """The load at the tool link from now on (None: none)."""
         self.payload = None if inertial is None else self.dynamics.payload(self.tool_link, inertial)
+
+    def ramped(self, torque_map: TorqueMap | None, t: float) -> TorqueMap | None:
+        """`torque_map` scaled by the ramp at time `t` (s, the loop's clock); None (the loop
+        commands nothing: the drives are off) starts the ramp again at the next map."""
+        if torque_map is None:
+            self._enabled_at = None
+            return None
+        if self._enabled_at is None:
+            self._enabled_at = t
+        share = min(1.0, max(0.0, (t - self._enabled_at) / self.ramp_s))
+        if share == 1.0:
+            return torque_map
+        m = torque_map
+        return TorqueMap(m.position, m.torque * share, m.stiffness * share, m.mass * share)
 
     def torque_map(self, sample: Sample) -> TorqueMap | None:
         """The map at the sample's commanded state; None while the loop commands nothing."""

@@ -119,25 +119,29 @@ class Grip:
 @dataclass(frozen=True, slots=True)
 class MoveTo:
     """Move every joint to `target` and stop there. The goal succeeds when every joint is within
-    `tolerance` (rad or m, per joint; None: the loop's `joint_tolerance`) of it."""
+    `tolerance` (rad or m, per joint; None: the loop's `joint_tolerance`) of it. `kept`: the
+    joints (q indices) the goal leaves out, which the planner filled in from the commanded
+    position it read (a held gripper among them keeps its grip: `armd.control.grip`)."""
 
     goal_id: str
     target: Array
     limits: MotionLimits
     tolerance: Array | None = None
     grip: Grip | None = None
+    kept: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class FollowPath:
     """Follow `path`: a `TimedPath` from where the arm is, at rest (e.g. a straight tool line), or
     a `TimedTrajectory` after an approach to its first point (a ``trajectory`` goal);
-    `tolerance` as for `MoveTo`, at the path's end."""
+    `tolerance` as for `MoveTo`, at the path's end; `kept` as for `MoveTo`."""
 
     goal_id: str
     path: TimedPath | TimedTrajectory
     tolerance: Array | None = None
     note: str | None = None  # the reason of the accepted status (how much it was slowed down)
+    kept: frozenset[int] = frozenset()
 
 
 Move = MoveTo | FollowPath

@@ -77,9 +77,11 @@ def trajectory_move(
     tree: KinematicTree,
     limits: MotionLimits,
     fixed_joints: Collection[str],
+    kept: frozenset[int],
 ) -> FollowPath:
     """Every point within the limits, then the curve through them time-scaled within the
-    motion limits; the joints it does not name keep their `commanded` position."""
+    motion limits; the joints it does not name keep their `commanded` position (`kept`: their q
+    indices, `FollowPath.kept`)."""
     fixed = sorted(set(goal.joints) & set(fixed_joints))
     if fixed:
         raise PlanningError(f"joints: {fixed} are fixed by the configuration")
@@ -112,7 +114,7 @@ def trajectory_move(
             f"points: the trajectory would take {duration:.6g} s at this speed within the "
             f"limits (at most {MAX_MOTION_DURATION_S:g} s)"
         )
-    return FollowPath(goal.goal_id, plan.trajectory, note=plan.note())
+    return FollowPath(goal.goal_id, plan.trajectory, note=plan.note(), kept=kept)
 
 
 def _continuity_options(options: IKOptions) -> IKOptions:

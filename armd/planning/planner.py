@@ -154,7 +154,8 @@ class Planner:
         violations = self.tree.limits.check(target)
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
-        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+        kept = self._kept([name not in goal.positions for name in self.tree.joint_names])
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), kept=kept)
 
     def _named(self, goal: NamedGoal) -> JointsGoal:
         poses = self.settings.poses
@@ -181,7 +182,8 @@ class Planner:
         target[joint] = gripper.closed + goal.opening * (gripper.open - gripper.closed)
         closing = abs(target[joint] - gripper.closed) < abs(commanded[joint] - gripper.closed)
         grip = Grip(joint, effort * gripper.max_effort) if closing else None
-        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), grip=grip)
+        kept = frozenset(range(self.tree.dof)) - {joint}
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), grip=grip, kept=kept)
 
     def _plan_keypoints(self, goal: KeypointsGoal, sample: Sample) -> Move:
         """Map the shape from the measured state; the joints it does not decide (and the fixed
@@ -206,14 +208,16 @@ class Planner:
         violations = self.tree.limits.check(target)
         if violations:
             raise Rejected("; ".join(str(v) for v in violations))
-        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed))
+        kept = self._kept(~np.asarray(result.determined))
+        return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), kept=kept)
 
     def _plan_trajectory(self, goal: TrajectoryGoal, sample: Sample) -> Move:
         commanded = sample.commanded_position
         assert commanded is not None
+        kept = self._kept([name not in goal.joints for name in self.tree.joint_names])
         try:
             return trajectory_move(
-                goal, commanded, self.tree, self.limits, self.settings.fixed_joints
+                goal, commanded, self.tree, self.limits, self.settings.fixed_joints, kept
             )
         except PlanningError as exc:
             raise Rejected(str(exc)) from None
@@ -241,7 +245,8 @@ class Planner:
                 raise Rejected(self._why_unreachable(target, seed, link, result.message, hold))
             result = replace(result, q=found)
         q = np.array(result.q)
-        move = MoveTo(goal.goal_id, q, limits, self._pose_tolerance(q, link, oriented))
+        kept = self._left(q, sample, link)
+        move = MoveTo(goal.goal_id, q, limits, self._pose_tolerance(q, link, oriented), kept=kept)
         if self.guard is None or self.guard.check_move(move, sample) is None:
             return move
         clear = self._collision_free_ik(
@@ -250,7 +255,8 @@ class Planner:
         if clear is None:
             reason = self.guard.check_move(move, sample)
             raise Rejected(reason or "collision: the target's motion collides")
-        return MoveTo(goal.goal_id, clear, limits, self._pose_tolerance(clear, link, oriented))
+        tolerance = self._pose_tolerance(clear, link, oriented)
+        return MoveTo(goal.goal_id, clear, limits, tolerance, kept=self._left(clear, sample, link))
 
     def _collision_free_ik(
         self,
@@ -304,8 +310,25 @@ class Planner:
         measured, commanded = sample.measured_position, sample.commanded_position
         assert measured is not None
         assert commanded is not None
-        moving = self.tree.chain(link).moving & ~self._holding(sample)[1]
-        return np.where(moving, measured, commanded)
+        return np.where(self._moving(sample, link), measured, commanded)
+
+    def _moving(self, sample: Sample, link: str) -> NDArray[np.bool_]:
+        """The joints IK may move for `link` (q mask): on its chain, not held."""
+        moving: NDArray[np.bool_] = self.tree.chain(link).moving & ~self._holding(sample)[1]
+        return moving
+
+    def _left(self, q: Array, sample: Sample, link: str) -> frozenset[int]:
+        """The joints IK left out for `link` (`MoveTo.kept`): not moved by it, at their
+        commanded position in `q` (a target, or every waypoint of a path, (m, n))."""
+        commanded = sample.commanded_position
+        assert commanded is not None
+        unchanged = np.all(np.atleast_2d(q) == commanded, axis=0)
+        return self._kept(~self._moving(sample, link) & unchanged)
+
+    @staticmethod
+    def _kept(left_out: NDArray[np.bool_] | list[bool]) -> frozenset[int]:
+        """The q indices of a goal's joints it leaves out (`MoveTo.kept`), from a q mask."""
+        return frozenset(int(i) for i in np.flatnonzero(left_out))
 
     def _pose_tolerance(self, q: Array, link: str, oriented: bool) -> Array:
         """Joint tolerances (rad, the same for every joint) within which the link is within the
@@ -356,7 +379,10 @@ class Planner:
             path = plan_path(np.array(waypoints), self.limits.scaled(goal.speed), rate * goal.speed)
         except PlanningError as exc:
             raise Rejected(f"linear path: {exc}") from None
-        return FollowPath(goal.goal_id, path, self._pose_tolerance(waypoints[-1], link, True))
+        tolerance = self._pose_tolerance(waypoints[-1], link, True)
+        return FollowPath(
+            goal.goal_id, path, tolerance, kept=self._left(np.array(waypoints), sample, link)
+        )
 
 
 def _column_sum(rows: Array) -> float:

@@ -4,7 +4,9 @@ torque limit, with the other joints holding where they are (docs/calibration.md)
 - `limited_drivers`: the drivers' setups with the calibrated joints' torque limits lowered to
   the `AutoSettings.torque` (never raised); a joint whose device has no torque limit armd can
   set is refused (`AutoRefusedError`, naming it). Today: `feetech` servos with a Torque_Limit
-  item, and the `sim` driver's devices (their `torque_limit` clamps the effort they apply).
+  item, the `sim` driver's devices (their `torque_limit`, a fraction of the stall torque, clamps
+  the effort they apply), and the `mujoco` driver's (their `torque_limit` is in N·m, the
+  stall torque: it becomes that fraction of it).
 - `EndStops.find`: for one joint, from its measured position, a ramp at `speed` (accelerating at
   `acceleration`) in the joint's positive direction until it stops following, a short back-off,
   the same in the negative direction, then back to where it started. It never commands the motor
@@ -46,6 +48,7 @@ Array = NDArray[np.float64]
 __all__ = [
     "SETTLED",
     "STALL_LAG",
+    "TORQUE_IN_NM",
     "TORQUE_LIMITED",
     "AutoRefusedError",
     "AutoSettings",
@@ -56,9 +59,13 @@ __all__ = [
     "sweep_collision",
 ]
 
-TORQUE_LIMITED = ("feetech", "sim")
-"""The driver types whose devices have a torque limit (`torque_limit`, a fraction of the stall
-torque that the device clamps its effort to) that armd sets when it enables them."""
+TORQUE_LIMITED = ("feetech", "sim", "mujoco")
+"""The driver types whose devices have a torque limit (`torque_limit`, that the device clamps its
+effort to) that armd sets when it enables them: a fraction of the stall torque, or in N·m for
+the types of `TORQUE_IN_NM`."""
+TORQUE_IN_NM = ("mujoco",)
+"""The driver types whose `torque_limit` is a torque (N·m), the device's stall torque: the search
+limits it to `AutoSettings.torque` times itself."""
 STALL_LAG = 0.1
 """rad (m) at the motor: a command lead the joint does not close while still is a stall."""
 SETTLED = STALL_LAG / 4  # rad (m) at the motor: a move has arrived
@@ -145,10 +152,11 @@ def limited_drivers(
             continue
         assert isinstance(device, BaseModel)
         assert isinstance(configured, float)
+        lowered = (
+            torque * configured if setup.type_name in TORQUE_IN_NM else min(configured, torque)
+        )
         try:
-            limited = type(device).model_validate(
-                {**device.model_dump(), "torque_limit": min(configured, torque)}
-            )
+            limited = type(device).model_validate({**device.model_dump(), "torque_limit": lowered})
         except ValidationError as exc:
             reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
             refused.append(f"{where}: {reason}")

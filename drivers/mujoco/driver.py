@@ -33,6 +33,7 @@ from drivers.errors import DriverConfigError, DriverIOError, DriverStateError
 from drivers.mujoco.params import MujocoParams
 from drivers.mujoco.physics import Physics, RealTimeRunner, Snapshot
 from drivers.mujoco.scene import Scene, build_scene
+from drivers.mujoco.touches import Touch
 
 __all__ = ["MujocoDriver", "MujocoDriverParams"]
 
@@ -111,6 +112,12 @@ class MujocoDriver(Driver):
             raise DriverConfigError(f"mujoco: no object {name!r}; objects: {names}")
         x, y, z = self.physics.snapshot.object_positions[names.index(name)]
         return float(x), float(y), float(z)
+
+    def touches(self) -> tuple[Touch, ...]:
+        """The latest touches of the arm (`drivers.mujoco.touches`, oldest first): each time one
+        of its links began to touch an object, the table or another link, stamped on the
+        driver's clock. Each is also logged at INFO (``mujoco: <link> touches <other> at ...``)."""
+        return self.physics.touch_log.touches
 
     def gravity_torques(self) -> dict[str, float]:
         """Each device's gravity torque at the latest measured positions, N·m (the arm's URDF

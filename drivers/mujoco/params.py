@@ -22,11 +22,19 @@ import math
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from drivers.base import DriverParams
 
 __all__ = [
+    "CONFIG_DIR",
     "ActuatorKind",
     "BoxShape",
     "CapsuleShape",
@@ -36,6 +44,7 @@ __all__ = [
     "ObjectParams",
     "Shape",
     "SphereShape",
+    "config_dir",
 ]
 
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
@@ -59,6 +68,17 @@ class FeedForward(enum.StrEnum):
 
     COMMAND = "command"
     GRAVITY = "gravity"
+
+
+CONFIG_DIR = "config_dir"
+"""The validation context's key for the config file's folder (a `Path` or a str): relative
+paths in the params start there."""
+
+
+def config_dir(context: object) -> Path | None:
+    """The config file's folder in a validation context, or None (none given)."""
+    folder = context.get(CONFIG_DIR) if isinstance(context, dict) else None
+    return None if folder is None else Path(folder).expanduser()
 
 
 class _Model(BaseModel):
@@ -175,8 +195,11 @@ class MujocoDeviceParams(_Model):
 class MujocoParams(DriverParams):
     """The `mujoco` driver's configuration.
 
-    urdf: the arm's URDF file (relative: to the working directory). Meshes are ignored: the
-        collision model is `links`' primitives.
+    urdf: the arm's URDF file. A relative path starts at the config file's folder, given when
+        the params are validated as ``context={CONFIG_DIR: folder}`` (the validated value is
+        then that absolute path, so that every process reads the same file), else at the
+        working directory; an absolute one is kept. Meshes are ignored: the collision model is
+        `links`' primitives.
     devices: the actuators by device name, in order; joints no device names are passive.
     links: collision primitives by URDF link name, in each link's frame.
     objects: boxes in the scene (free or fixed).
@@ -200,12 +223,14 @@ class MujocoParams(DriverParams):
 
     @field_validator("urdf")
     @classmethod
-    def _urdf_exists(cls, urdf: str) -> str:
-        path = Path(urdf).expanduser()
+    def _urdf_exists(cls, urdf: str, info: ValidationInfo) -> str:
+        raw = Path(urdf).expanduser()
+        folder = config_dir(info.context)
+        path = raw if raw.is_absolute() or folder is None else folder / raw
         if not path.is_file():
-            where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
+            where = "" if raw.is_absolute() else f" (relative to {folder or Path.cwd()})"
             raise ValueError(f"no such file {urdf!r}{where}")
-        return urdf
+        return urdf if folder is None else str(path)
 
     @model_validator(mode="after")
     def _distinct(self) -> Self:

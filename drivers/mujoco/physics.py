@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 from drivers.base import Clock
 from drivers.mujoco.params import FeedForward, MujocoParams
 from drivers.mujoco.scene import Scene
+from drivers.mujoco.touches import TouchLog
 
 __all__ = ["Physics", "RealTimeRunner", "Snapshot", "Targets"]
 
@@ -96,6 +97,7 @@ class Physics:
         self._gravity_ff = np.array([d.torque_feedforward is FeedForward.GRAVITY for d in devices])
         friction = np.array([d.friction for d in devices])
         self._friction = {True: friction, False: friction + [d.brake_torque for d in devices]}
+        self.touch_log = TouchLog(scene.geom_owners, scene.arm_geoms)
         self._scratch = mujoco.MjData(scene.model)  # for gravity torques, off the stepping data
         self._gravity_out = np.zeros(scene.model.nv)
         self.data.qpos[scene.qpos_adr] = [d.initial_position for d in devices]
@@ -124,11 +126,13 @@ class Physics:
                 self._set_torque(targets.enabled)
             self.data.ctrl[self.scene.actuator_ids] = targets.ctrl
             self._applied = targets
-        force, effort, blend = self.data.actuator_force, self._effort, self._blend
-        ids = self.scene.actuator_ids
+        d, force, effort, blend = self.data, self.data.actuator_force, self._effort, self._blend
+        ids, touches, sensor = self.scene.actuator_ids, self.touch_log, self.scene.touch_sensor
         for _ in range(count):
-            mujoco.mj_step(self.model, self.data)
+            mujoco.mj_step(self.model, d)
             effort += blend * (force[ids] - effort)
+            if d.sensordata[sensor] > 0.0 or touches.touching:
+                touches.check(d, self.origin + float(d.time))
         self.snapshot = self._snapshot()
         return self.snapshot
 

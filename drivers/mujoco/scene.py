@@ -5,7 +5,7 @@ stops); `build_scene` adds what a URDF does not say or what the params override:
 damping, friction and armature, one actuator per device (its law, `drivers.mujoco.physics`, as
 MuJoCo's affine actuator), the links' collision primitives, the table (a plane at z = 0 in the
 root frame), the objects and the physics options (timestep, gravity, an implicit integrator for
-the joints' damping).
+the joints' damping) and a sensor counting the arm's contacts (`drivers.mujoco.touches`).
 
 Meshes are ignored: every `<visual>` goes, and so does every `<collision>` holding a `<mesh>`
 (the params' primitives are the collision model). Static links stay separate bodies
@@ -54,6 +54,9 @@ class Scene:
 
     Per device, in `device_names` order: `qpos_adr` and `dof_adr` (indices into qpos / qvel),
     `actuator_ids`, `is_mit` (MIT law, else servo). `object_bodies`: body id by object name.
+    Per geom: `geom_owners`, the link, object or ``table`` it belongs to, and `arm_geoms`,
+    whether it is the arm's. `touch_sensor`: the index in sensordata of the number of contacts
+    the arm's geoms are in.
     """
 
     model: mujoco.MjModel
@@ -63,6 +66,9 @@ class Scene:
     actuator_ids: IntArray
     is_mit: NDArray[np.bool_]
     object_bodies: dict[str, int]
+    geom_owners: tuple[str, ...]
+    arm_geoms: NDArray[np.bool_]
+    touch_sensor: int
 
 
 def build_scene(params: MujocoParams) -> Scene:
@@ -77,12 +83,15 @@ def build_scene(params: MujocoParams) -> Scene:
     _options(spec, params)
     _devices(spec, params, path)
     _links(spec, params, path)
+    root = spec.worldbody.first_body().name  # the URDF's root link: the arm's base
+    _touch_sensor(spec, root)
     for obj in params.objects:
         _add_object(spec, obj)
     try:
         model = spec.compile()
     except ValueError as exc:
         raise DriverConfigError(_mujoco_error(path, text, exc)) from exc
+    owners, arm = _geom_owners(model, params.objects, root)
     names = tuple(params.devices)
     joints = [model.joint(params.joint_of(name)) for name in names]
     return Scene(
@@ -93,6 +102,9 @@ def build_scene(params: MujocoParams) -> Scene:
         actuator_ids=np.array([model.actuator(name).id for name in names], dtype=np.intp),
         is_mit=np.array([params.devices[n].actuator is ActuatorKind.MIT for n in names]),
         object_bodies={o.name: model.body(_object_body(o)).id for o in params.objects},
+        geom_owners=owners,
+        arm_geoms=arm,
+        touch_sensor=int(model.sensor(_touch_sensor_name(root)).adr[0]),
     )
 
 
@@ -195,6 +207,33 @@ def _links(spec: mujoco.MjSpec, params: MujocoParams, path: Path) -> None:
             geom = body.add_geom(name=f"{link}/{index}", **_shape(shape))
             geom.mass = _MASSLESS
             geom.friction = [params.friction, 0.005, 0.0001]
+
+
+def _touch_sensor(spec: mujoco.MjSpec, root: str) -> None:
+    """A sensor counting the contacts of the geoms in `root`'s subtree (the arm's links)."""
+    sensor = spec.add_sensor(name=_touch_sensor_name(root), type=mujoco.mjtSensor.mjSENS_CONTACT)
+    sensor.objtype = mujoco.mjtObj.mjOBJ_XBODY  # a subtree
+    sensor.objname = root
+    sensor.intprm = [1, 0, 1]  # data: "found" (the number of contacts); no reduction; 1 slot
+
+
+def _touch_sensor_name(root: str) -> str:
+    return f"touch/{root}"
+
+
+def _geom_owners(
+    model: mujoco.MjModel, objects: list[ObjectParams], root: str
+) -> tuple[tuple[str, ...], NDArray[np.bool_]]:
+    """Each geom's owner (its link, its object, or ``table``) and whether it is the arm's (a
+    body under the arm's `root`)."""
+    names = {model.body(_object_body(o)).id: o.name for o in objects}
+    arm_root = model.body(root).id
+    owners, arm = [], []
+    for geom in range(model.ngeom):
+        body = int(model.geom_bodyid[geom])
+        owners.append(names.get(body, model.body(body).name if body else "table"))
+        arm.append(int(model.body_rootid[body]) == arm_root)
+    return tuple(owners), np.array(arm, dtype=bool)
 
 
 def _shape(shape: Shape) -> dict[str, object]:

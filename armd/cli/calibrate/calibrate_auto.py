@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from contextlib import AsyncExitStack
 from typing import TextIO
 
@@ -26,6 +26,7 @@ from armd.config.load import ArmSetup
 from armd.control.transmission import Transmission
 from armd.errors import ArmdError
 from armd.tools.autocal import (
+    TORQUE_IN_NM,
     AutoRefusedError,
     AutoSettings,
     EndStopError,
@@ -53,8 +54,9 @@ async def record_auto(
     transmissions = [setup.joints[name] for name in joints]
     setups = limited_drivers(setup.drivers, transmissions, settings.torque)
     torque = {t.joint: _torque_limit(setups[t.driver].params, t.device) for t in transmissions}
+    in_nm = {t.joint for t in transmissions if setups[t.driver].type_name in TORQUE_IN_NM}
     units = position_units(setup.tree)
-    _plan(out, transmissions, torque, settings, units)
+    _plan(out, transmissions, torque, in_nm, settings, units)
     await keyboard.line()
     drivers = {name: s.build() for name, s in setups.items()}
     stops: dict[str, tuple[float, float]] = {}
@@ -99,15 +101,17 @@ def _plan(
     out: TextIO,
     joints: Sequence[Transmission],
     torque: Mapping[str, float],
+    in_nm: Set[str],
     settings: AutoSettings,
     units: Mapping[str, str],
 ) -> None:
     _say(out, "armd calibrate --auto drives each joint into its two end stops:")
     for t in joints:
         unit = units.get(t.joint, "rad")
+        limit = f"{torque[t.joint]:.2f} {'N·m' if t.joint in in_nm else 'of stall'}"
         _say(
             out,
-            f"  {t.joint} ({t.driver}/{t.device}): torque limit {torque[t.joint]:.2f} of stall, "
+            f"  {t.joint} ({t.driver}/{t.device}): torque limit {limit}, "
             f"{settings.speed:g} {unit}/s, at most {settings.max_travel:g} {unit} either way",
         )
     _say(

@@ -14,7 +14,8 @@ calibrated now are kept. Ctrl-C or Ctrl-D aborts with nothing written.
 ``--import-lerobot FILE.json`` converts a LeRobot so101/so100 follower calibration instead (motors
 matched to joints by servo id, or ``--map lerobot_name=joint``). ``--auto`` drives each joint
 into its two end stops at a low torque limit instead of the hand, and takes the middle of its
-range as the reference (`armd.cli.calibrate.calibrate_auto`; feetech and sim devices only).
+range as the reference (`armd.cli.calibrate.calibrate_auto`; feetech, sim and mujoco devices
+only).
 
 Exit codes: 0 written; 1 a bad file, a device that does not answer, a refused range, a joint
 refused or an end-stop search failed (``--auto``), aborted by end of input or declined; 2 a wrong
@@ -77,7 +78,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--auto",
         action="store_true",
-        help="drive each joint into its end stops at a low torque limit (feetech, sim devices)",
+        help=(
+            "drive each joint into its end stops at a low torque limit "
+            "(feetech, sim, mujoco devices)"
+        ),
     )
     defaults = AutoSettings()
     for flag, default, unit, what in (
