@@ -33,7 +33,7 @@ P_MAX_CHANGE = 7
 N_PARAMS = 8
 I_POS_ERR, I_ROT_ERR, I_ITERATIONS, I_CONVERGED = range(4)
 
-# Dynamics (`kinematics._dynamics_kernels`): one row of `D_ROW` columns per *body*, a joint link
+# Dynamics (`kinematics.dynamics._kernels`): one row of `D_ROW` columns per *body*, a joint link
 # with every link fixed to it through constant motors, in topological order. KIND, QIDX, SCALE,
 # OFFSET and AXIS are the columns of a motor row; then
 #

@@ -63,12 +63,10 @@ class Kernels:
 
 
 def _entries() -> dict[str, tuple[Any, Any]]:
-    from kinematics import (  # noqa: PLC0415 (imports numba: only when used)
-        _coriolis_kernels,
-        _dynamics_kernels,
-        _ik_kernels,
-        _kernels,
-    )
+    # the kernels import numba: only when used
+    from kinematics import _ik_kernels, _kernels  # noqa: PLC0415
+    from kinematics.dynamics import _coriolis_kernels  # noqa: PLC0415
+    from kinematics.dynamics import _kernels as _dynamics_kernels  # noqa: PLC0415
 
     return {
         **_kernels.ENTRIES,

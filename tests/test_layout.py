@@ -5,6 +5,9 @@ import each other or armd. Inside armd, the rooms import downwards only (`ROOMS`
 process's packages (`control`, and the `link` and `motion` it shares with the daemon) import
 nothing of the MQTT API, planning, config loading or `kinematics`; the link imports no side; no
 room imports the command line. Every import counts, the lazy ones inside functions too.
+
+The size of the rooms is checked here too: no folder of the three packages holds more than
+`MAX_MODULES_PER_FOLDER` modules, no module passes `MAX_MODULE_LINES` lines.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ ROOT_MODULES = {"__init__", "errors", "logs", "ratelimit", "reasons", "lock"}
 # what the control process's rooms may import beyond the standard library and armd
 CONTROL_THIRD_PARTY = {"numpy", "ruckig", "drivers"}
 MAX_MODULES_PER_FOLDER = 15
+MAX_MODULE_LINES = 450  # the hard ceiling; the style guide asks for ~400
 
 
 def imported_names(path: Path) -> set[str]:
@@ -138,8 +142,10 @@ def test_the_control_process_rooms_stay_lean(room: str) -> None:
 
 
 def test_no_folder_hides_rooms() -> None:
+    """A folder of armd/, drivers/ or kinematics/ (theirs and their rooms') holds at most
+    `MAX_MODULES_PER_FOLDER` modules besides its __init__.py."""
     crowded = {}
-    for package in ("armd", "drivers"):
+    for package in PACKAGES:
         for folder in [ROOT / package, *(ROOT / package).rglob("*/")]:
             if "__pycache__" in folder.parts:
                 continue
@@ -147,6 +153,19 @@ def test_no_folder_hides_rooms() -> None:
             if len(modules) > MAX_MODULES_PER_FOLDER:
                 crowded[str(folder.relative_to(ROOT))] = len(modules)
     assert crowded == {}
+
+
+def test_no_module_passes_the_line_ceiling() -> None:
+    """A module is about one thing and stays under ~400 lines (the style guide); 450 is the hard
+    ceiling enforced here, above the guide, so that a module a little over it is a prompt to
+    split it by concern, not a failing build."""
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert long == {}
 
 
 def imported_modules(path: Path, modules: set[str]) -> set[str]:

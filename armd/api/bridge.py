@@ -10,13 +10,10 @@ retained ``fault`` (or an empty payload that clears it), subscribes to ``goal`` 
   daemon's callbacks, synchronously and in arrival order (`armd.api.inbound`; nothing queues
   up: a flood is paced by TCP). A payload that does not parse, or a retained one, is answered
   with a ``rejected`` status and a rate-limited warning; the daemon never sees it;
-- sends every status of `publish_status` on ``goal/status`` (QoS 1) in order. Statuses are removed
-  from a bounded queue only once the broker acknowledged them, so the ones queued or in flight
-  while the broker is away are sent after reconnection (at least once: a status in flight when
-  the connection broke may arrive twice);
-- sends the latest `publish_telemetry` value on ``state`` (QoS 0, a one-slot mailbox: older
-  values are overwritten, never queued);
-- sends `set_fault` changes on ``fault`` (QoS 1, retained, latest value wins).
+- sends what the daemon publishes (`armd.api.outbound`): every status of `publish_status` on
+  ``goal/status`` (QoS 1, in order, kept until the broker acknowledged it, so that statuses
+  survive a reconnection), the latest `publish_telemetry` value on ``state`` (QoS 0) and
+  `set_fault` changes on ``fault`` (QoS 1, retained, latest value wins).
 
 Connection losses are reported through `connected` and `on_connection_change`; the bridge
 reconnects with exponential backoff and jitter until it is cancelled or `request_stop` is
@@ -30,9 +27,7 @@ Each connection is one `armd.api.session.MqttSession`, the only code that knows 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import itertools
 import logging
 import random
 from collections.abc import Callable, Collection, Sequence
@@ -40,22 +35,16 @@ from collections.abc import Callable, Collection, Sequence
 from armd.api.contract import (
     AVAILABILITY,
     ESTOP,
-    FAULT,
     GOAL,
-    GOAL_STATUS,
     MODEL,
     OFFLINE,
     ONLINE,
     PAYLOAD,
-    STATE,
     STREAM,
     Topics,
-    encode,
-    fault_json,
-    status_json,
-    telemetry_json,
 )
 from armd.api.inbound import Inbound, call_safely
+from armd.api.outbound import Outbound
 from armd.api.session import MqttError, MqttSession, connect_failure, describe
 from armd.config.broker import MqttSettings, reconnect_delay_s
 from armd.link.messages import (
@@ -74,8 +63,6 @@ from armd.ratelimit import RateLimiter, RateLimitFilter
 __all__ = ["MqttBridge"]
 
 _log = logging.getLogger(__name__)
-
-_STATUS_BATCH = 20  # QoS 1 statuses in flight at once (paho's default inflight window)
 
 
 class MqttBridge:
@@ -127,18 +114,7 @@ class MqttBridge:
         self._rng = rng if rng is not None else random.Random()
         self._connected = asyncio.Event()
         self._stop = asyncio.Event()
-        # goal/status: (sequence number, update); removed only once acknowledged
-        self._statuses: collections.deque[tuple[int, StatusUpdate]] = collections.deque()
-        self._status_seq = itertools.count()
-        self._statuses_ready = asyncio.Event()
-        self.dropped_statuses = 0  # dropped because the queue was full
-        self._handed_over = -1  # the last status sequence number passed to paho's publish
-        self._telemetry: Telemetry | None = None
-        self._telemetry_ready = asyncio.Event()
-        self._fault: Fault | None = None
-        self._fault_version = 0
-        self._fault_published = -1
-        self._fault_ready = asyncio.Event()
+        self._outbound = Outbound(settings.status_queue_max, self._warn)
         self._goodbye_deadline: float | None = None  # event-loop time, set by `_goodbye`
         self._limits = RateLimiter()
         self._connect_limits = RateLimiter(burst=1, interval_s=60.0)  # one line per outage
@@ -156,33 +132,24 @@ class MqttBridge:
     @property
     def pending_statuses(self) -> int:
         """Statuses not yet acknowledged by the broker."""
-        return len(self._statuses)
+        return self._outbound.pending_statuses
+
+    @property
+    def dropped_statuses(self) -> int:
+        """Statuses dropped because the queue was full."""
+        return self._outbound.dropped_statuses
 
     def publish_status(self, update: StatusUpdate) -> None:
         """Queue a ``goal/status`` message; when the queue is full the oldest is dropped."""
-        if len(self._statuses) >= self.settings.status_queue_max:
-            self._statuses.popleft()
-            self.dropped_statuses += 1
-            self._warn(
-                "status-drop",
-                "goal/status queue full (%d): dropped the oldest status (%d dropped so far)",
-                self.settings.status_queue_max,
-                self.dropped_statuses,
-            )
-        self._statuses.append((next(self._status_seq), update))
-        self._statuses_ready.set()
+        self._outbound.publish_status(update)
 
     def publish_telemetry(self, telemetry: Telemetry) -> None:
         """Offer the latest ``state``; replaces any value not yet sent."""
-        self._telemetry = telemetry
-        self._telemetry_ready.set()
+        self._outbound.publish_telemetry(telemetry)
 
     def set_fault(self, fault: Fault | None) -> None:
         """The active fault (None: cleared), retained on ``fault`` and republished on reconnect."""
-        if fault != self._fault:
-            self._fault = fault
-            self._fault_version += 1
-            self._fault_ready.set()
+        self._outbound.set_fault(fault)
 
     def request_stop(self) -> None:
         """Make `run` flush the queued statuses, publish ``offline``, disconnect and return."""
@@ -233,11 +200,11 @@ class MqttBridge:
         if self._stop.is_set():  # requested while connecting
             await self._goodbye(session)
             return
-        self._handed_over = -1  # those handed to an earlier connection are sent again
+        self._outbound.new_connection()
         for topic, payload in self._announcements:
             await session.publish(MODEL, payload, name=topic)  # MODEL's flags: QoS 1, retained
         await session.publish(AVAILABILITY, ONLINE)
-        await self._publish_fault(session, force=True)
+        await self._outbound.publish_fault(session, force=True)
         refused = await session.subscribe(self._inbound_topics)
         if refused:  # an ACL; keep serving what is allowed (telemetry, statuses)
             message = "MQTT: %s refused the subscription to %s; check its ACL"
@@ -259,9 +226,9 @@ class MqttBridge:
         try:
             async with asyncio.TaskGroup() as tasks:
                 tasks.create_task(session.closed())
-                tasks.create_task(self._pump_statuses(session))
-                tasks.create_task(self._pump_telemetry(session))
-                tasks.create_task(self._pump_fault(session))
+                tasks.create_task(self._outbound.pump_statuses(session))
+                tasks.create_task(self._outbound.pump_telemetry(session))
+                tasks.create_task(self._outbound.pump_fault(session))
                 tasks.create_task(self._wait_for_stop())
         except* _StopRequestedError:
             stopped = True
@@ -279,17 +246,13 @@ class MqttBridge:
                 # No goal may arrive once its status can no longer be sent: the ones the broker
                 # delivers until the UNSUBACK are answered (refused: the daemon is stopping).
                 await session.unsubscribe(GOAL)
-                # Statuses the cancelled pump already handed to paho are written before the
-                # DISCONNECT that ends this goodbye: sending them again would duplicate them.
-                while self._statuses and self._statuses[0][0] <= self._handed_over:
-                    self._statuses.popleft()
-                while self._statuses:
-                    await self._publish_status_batch(session)
-                await self._publish_fault(session, force=False)
+                await self._outbound.flush(session)
                 await session.publish(AVAILABILITY, OFFLINE)
         except (MqttError, TimeoutError) as exc:
             _log.warning(
-                "MQTT: clean shutdown incomplete (%d statuses unsent): %s", len(self._statuses), exc
+                "MQTT: clean shutdown incomplete (%d statuses unsent): %s",
+                self._outbound.pending_statuses,
+                exc,
             )
         self._goodbye_deadline = deadline
         _log.info("MQTT: offline, disconnecting from %s", self.settings.address)
@@ -298,74 +261,12 @@ class MqttBridge:
         await self._stop.wait()
         raise _StopRequestedError
 
-    # -- pumps ------------------------------------------------------------------------------
+    # -- replies and connection state -------------------------------------------------------
 
     def _reject(self, topic: str, rejection: Rejection) -> None:
         message = "MQTT: rejected %s (id %r): %s"
         self._warn("rejected", message, topic, rejection.goal_id, rejection.reason)
         self.publish_status(StatusUpdate(rejection.goal_id, GoalStatus.REJECTED, rejection.reason))
-
-    async def _pump_statuses(self, session: MqttSession) -> None:
-        while True:
-            while not self._statuses:
-                self._statuses_ready.clear()
-                await self._statuses_ready.wait()
-            await self._publish_status_batch(session)
-
-    async def _publish_status_batch(self, session: MqttSession) -> None:
-        """Publish up to `_STATUS_BATCH` statuses from the head of the queue concurrently (paho
-        writes them in call order) and drop the acknowledged prefix; raise the first failure."""
-        batch = list(itertools.islice(self._statuses, _STATUS_BATCH))
-        results = await asyncio.gather(
-            *(self._publish_status(session, seq, update) for seq, update in batch),
-            return_exceptions=True,
-        )
-        acked = -1
-        for (seq, _), result in zip(batch, results, strict=True):
-            if isinstance(result, BaseException):
-                raise result
-            acked = seq
-        while self._statuses and self._statuses[0][0] <= acked:
-            self._statuses.popleft()
-
-    async def _publish_status(self, session: MqttSession, seq: int, update: StatusUpdate) -> None:
-        # `MqttSession.publish` hands the message to paho before its first await.
-        self._handed_over = max(self._handed_over, seq)
-        payload = encode(status_json(update))
-        await session.publish(GOAL_STATUS, payload)
-
-    async def _pump_telemetry(self, session: MqttSession) -> None:
-        while True:
-            await self._telemetry_ready.wait()
-            self._telemetry_ready.clear()
-            telemetry, self._telemetry = self._telemetry, None
-            if telemetry is None:
-                continue
-            try:
-                payload = encode(telemetry_json(telemetry))
-            except (TypeError, ValueError) as exc:  # NaN or a non-JSON type: a daemon bug
-                self._warn("telemetry", "MQTT: telemetry not serialisable, skipped: %s", exc)
-                continue
-            await session.publish(STATE, payload)
-
-    async def _pump_fault(self, session: MqttSession) -> None:
-        while True:
-            await self._fault_ready.wait()
-            self._fault_ready.clear()
-            await self._publish_fault(session, force=False)
-
-    async def _publish_fault(self, session: MqttSession, *, force: bool) -> None:
-        """Publish the current fault (empty payload: none) unless already published, or always
-        when `force` (a new connection: the broker may have lost the retained message)."""
-        version = self._fault_version
-        if version == self._fault_published and not force:
-            return
-        fault = self._fault
-        payload = encode(fault_json(fault)) if fault is not None else b""
-        await session.publish(FAULT, payload)
-        self._fault_published = version
-
-    # -- connection state and logging -------------------------------------------------------
 
     def _set_connected(self, connected: bool) -> None:
         if connected == self._connected.is_set():

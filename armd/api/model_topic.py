@@ -14,7 +14,7 @@ from typing import Any
 
 from armd import __version__
 from armd.config.load import ArmSetup
-from kinematics.kinematic_json import tree_to_dict
+from kinematics.models.kinematic_json import tree_to_dict
 
 __all__ = ["FORMAT", "model_json"]
 

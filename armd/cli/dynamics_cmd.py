@@ -28,7 +28,7 @@ from armd.cli.kinematics_cmd import LINK_HELP, link_name
 from kinematics import Inertial, KinematicsError, KinematicTree
 from kinematics.dynamics import STANDARD_GRAVITY, Dynamics, Payload
 from kinematics.errors import InertialError
-from kinematics.loaders import load_tree
+from kinematics.models.loaders import load_tree
 
 __all__ = ["joint_values", "register"]
 

@@ -1,17 +1,15 @@
-"""Kinematics commands: ``armd model show|convert``, ``armd fk`` and ``armd ik``.
+"""Kinematics commands: ``armd fk`` and ``armd ik`` (``armd model``: `armd.cli.model_cmd`).
 
 Text output is for people (aligned columns), in the units of the config, the API and `armd check`:
 rad and m (``--degrees`` shows angles in degrees instead); ``--json`` output is for programs (SI
-units: m, rad; quaternions ``[w, x, y, z]``; unbounded limits as null). Without ``--link``, fk and
-ik use the model's tool link (`tool_link`). Exit codes: 0 success, 1 a model or file problem (an
-output file that exists without ``--force``) or an IK target not reached, 2 bad arguments. Errors
-are one line on stderr.
+units: m, rad; quaternions ``[w, x, y, z]``). Without ``--link``, fk and ik use the model's tool
+link (`tool_link`). Exit codes: 0 success, 1 a model or file problem or an IK target not reached,
+2 bad arguments. Errors are one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections.abc import Sequence
@@ -22,11 +20,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from armd.cli.common import EXIT_FAILURE, EXIT_OK, UsageError, guarded
+from armd.cli.model_cmd import degrees_argument, joint_kind, print_json
 from kinematics import KinematicsError, KinematicTree, Pose, solve_ik
 from kinematics.ik import IKOptions, IKResult
-from kinematics.limits import JointLimit
-from kinematics.loaders import load_tree, save_tree
-from kinematics.motors import JointMotor, Link
+from kinematics.models.loaders import load_tree
 
 __all__ = ["LINK_HELP", "link_name", "register", "tool_link"]
 
@@ -90,14 +87,6 @@ def link_name(tree: KinematicTree, link: str | None) -> str:
     return link
 
 
-def _json_number(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
-def _print_json(doc: dict[str, Any]) -> None:
-    print(json.dumps(doc, allow_nan=False))
-
-
 def _fixed(values: Array, decimals: int) -> str:
     return "  ".join(f"{round(float(v), decimals) + 0.0:.{decimals}f}" for v in values)
 
@@ -110,120 +99,6 @@ def _rpy(pose: Pose) -> Array:
     if math.hypot(R[0, 0], R[1, 0]) < 1e-9:
         return np.array([0.0, pitch, math.atan2(-R[0, 1], R[1, 1])])
     return np.array([math.atan2(R[2, 1], R[2, 2]), pitch, math.atan2(R[1, 0], R[0, 0])])
-
-
-# -- model show / convert -----------------------------------------------------------------------
-
-
-def _motor_text(link: Link) -> str:
-    motor = link.motor
-    if not isinstance(motor, JointMotor):
-        return "constant"
-    text = f"{motor.kind} {link.joint_name!r}"
-    if motor.mimic is not None:
-        text += f" (mimics {motor.mimic.joint!r})"
-    return text
-
-
-def _value_text(value: float, kind: str, degrees: bool, per: str = "") -> str:
-    if math.isinf(value):
-        return ("-inf" if value < 0 else "inf") if not per else "unlimited"
-    if kind == "revolute":
-        return f"{math.degrees(value):.2f}°{per}" if degrees else f"{value:.4f} rad{per}"
-    return f"{value:g} m{per}"
-
-
-def _limit_text(kind: str, limit: JointLimit, degrees: bool) -> str:
-    if kind == "revolute" and limit.is_continuous:
-        position = "continuous"
-    else:
-        lower, upper = (_value_text(v, kind, degrees) for v in (limit.lower, limit.upper))
-        position = f"[{lower}, {upper}]"
-    velocity = _value_text(limit.velocity, kind, degrees, "/s")
-    acceleration = _value_text(limit.acceleration, kind, degrees, "/s²")
-    return f"{position}  velocity {velocity}  acceleration {acceleration}"
-
-
-def _joint_kind(tree: KinematicTree, joint: str) -> str:
-    link = next(link for link in tree.links if link.joint_name == joint)
-    assert isinstance(link.motor, JointMotor)
-    return link.motor.kind
-
-
-def _show_text(tree: KinematicTree, path: Path, degrees: bool) -> None:
-    print(f"model  {tree.name}\nfile   {path}\nroot   {tree.root}\ndof    {tree.dof}")
-    print(f"links ({len(tree.links)}):")
-    depth: dict[str, int] = {}
-    for link in tree.links:
-        depth[link.name] = 0 if link.parent is None else depth[link.parent] + 1
-        print(f"  {'  ' * depth[link.name]}{link.name}  [{_motor_text(link)}]")
-    print("joints (q order):")
-    width = max((len(name) for name in tree.joint_names), default=0)
-    for i, (name, limit) in enumerate(tree.limits.items()):
-        kind = _joint_kind(tree, name)
-        print(f"  {i:>2}  {name:<{width}}  {kind:<9}  {_limit_text(kind, limit, degrees)}")
-    for link in tree.links:
-        motor = link.motor
-        if isinstance(motor, JointMotor) and motor.mimic is not None:
-            m = motor.mimic
-            print(f"mimic  {link.joint_name} = {m.multiplier:g} * {m.joint} + {m.offset:g}")
-
-
-def _show_json(tree: KinematicTree, path: Path) -> None:
-    links = []
-    for link in tree.links:
-        entry: dict[str, Any] = {"name": link.name, "parent": link.parent, "motor": link.motor.kind}
-        if isinstance(link.motor, JointMotor):
-            entry["joint"] = link.joint_name
-            mimic = link.motor.mimic
-            if mimic is not None:
-                entry["mimic"] = {
-                    "joint": mimic.joint,
-                    "multiplier": mimic.multiplier,
-                    "offset": mimic.offset,
-                }
-        links.append(entry)
-    joints = [
-        {
-            "name": name,
-            "type": _joint_kind(tree, name),
-            **{
-                key: _json_number(getattr(limit, key))
-                for key in ("lower", "upper", "velocity", "acceleration")
-            },
-        }
-        for name, limit in tree.limits.items()
-    ]
-    _print_json(
-        {
-            "name": tree.name,
-            "file": str(path),
-            "root": tree.root,
-            "dof": tree.dof,
-            "links": links,
-            "joints": joints,
-        }
-    )
-
-
-@_guarded
-def _cmd_show(args: argparse.Namespace) -> int:
-    tree = load_tree(args.file)
-    if args.json:
-        _show_json(tree, args.file)
-    else:
-        _show_text(tree, args.file, args.degrees)
-    return EXIT_OK
-
-
-@_guarded
-def _cmd_convert(args: argparse.Namespace) -> int:
-    if args.output.exists() and not args.force:
-        raise FileExistsError(f"{args.output}: exists; add --force to overwrite it")
-    tree = load_tree(args.input)
-    save_tree(tree, args.output)
-    print(f"wrote {args.output} ({len(tree.links)} links, dof {tree.dof})")
-    return EXIT_OK
 
 
 # -- fk / ik ------------------------------------------------------------------------------------
@@ -247,7 +122,7 @@ def _cmd_fk(args: argparse.Namespace) -> int:
     pose = tree.fk(q, link)
     outside = [str(v) for v in tree.limits.check(q)]
     if args.json:
-        _print_json(
+        print_json(
             {
                 "link": link,
                 "q": q.tolist(),
@@ -289,7 +164,7 @@ def _cmd_ik(args: argparse.Namespace) -> int:
     )
     pose = tree.fk(result.q, link)
     if args.json:
-        _print_json(
+        print_json(
             {
                 "success": result.success,
                 "link": link,
@@ -320,7 +195,7 @@ def _ik_text(tree: KinematicTree, link: str, result: IKResult, pose: Pose, degre
     print(f"link        {link}")
     width = max((len(name) for name in tree.joint_names), default=0)
     for name, value in zip(tree.joint_names, result.q, strict=True):
-        if _joint_kind(tree, name) != "revolute":
+        if joint_kind(tree, name) != "revolute":
             shown = f"{value:+.9f} m"
         else:
             shown = f"{math.degrees(value):+.4f}°" if degrees else f"{value:+.9f} rad"
@@ -337,27 +212,6 @@ LINK_HELP = (
 )
 
 
-def _degrees_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--degrees", action="store_true", help="text output: angles in degrees (default rad)"
-    )
-
-
-def _add_model_parsers(subparsers: Any) -> None:
-    model = subparsers.add_parser("model", help="inspect or convert a kinematic model file")
-    actions = model.add_subparsers(dest="model_command", metavar="ACTION", required=True)
-    show = actions.add_parser("show", help="print the link tree, DOF and joint limits")
-    show.add_argument("file", type=Path, help=".kinematic.json or .urdf file")
-    show.add_argument("--json", action="store_true", help="machine-readable output (SI units)")
-    _degrees_argument(show)
-    show.set_defaults(func=_cmd_show)
-    convert = actions.add_parser("convert", help="convert a model to .kinematic.json")
-    convert.add_argument("input", type=Path, help=".kinematic.json or .urdf file")
-    convert.add_argument("output", type=Path, help="the .kinematic.json file to write")
-    convert.add_argument("--force", action="store_true", help="overwrite OUTPUT if it exists")
-    convert.set_defaults(func=_cmd_convert)
-
-
 def _add_fk_parser(subparsers: Any) -> None:
     fk = subparsers.add_parser("fk", help="forward kinematics: the pose of a link at q")
     fk.add_argument("file", type=Path, help=".kinematic.json or .urdf file")
@@ -372,7 +226,7 @@ def _add_fk_parser(subparsers: Any) -> None:
     )
     fk.add_argument("--link", help=LINK_HELP)
     fk.add_argument("--json", action="store_true", help="machine-readable output")
-    _degrees_argument(fk)
+    degrees_argument(fk)
     fk.set_defaults(func=_cmd_fk)
 
 
@@ -410,12 +264,11 @@ def _add_ik_parser(subparsers: Any) -> None:
         help="seconds for random restarts when the seed does not converge (0.1)",
     )
     ik.add_argument("--json", action="store_true", help="machine-readable output")
-    _degrees_argument(ik)
+    degrees_argument(ik)
     ik.set_defaults(func=_cmd_ik)
 
 
 def register(subparsers: Any) -> None:
-    """Add ``model`` (``show``, ``convert``), ``fk`` and ``ik`` to the CLI's subparsers."""
-    _add_model_parsers(subparsers)
+    """Add ``fk`` and ``ik`` to the CLI's subparsers."""
     _add_fk_parser(subparsers)
     _add_ik_parser(subparsers)

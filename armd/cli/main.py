@@ -43,7 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "payload": ("client.payload_cmd", "set the load at an arm's tool link over MQTT"),
     "record": ("record_cmd", "record an arm's measured state (and its stream) to a CSV file"),
     "replay": ("record_cmd", "replay a recording as a trajectory goal (--dry-run: check only)"),
-    "model": ("kinematics_cmd", "inspect or convert a kinematic model file"),
+    "model": ("model_cmd", "inspect or convert a kinematic model file"),
     "fk": ("kinematics_cmd", "forward kinematics: the pose of a link at q"),
     "ik": ("kinematics_cmd", "inverse kinematics: q that puts a link at a target"),
     "dynamics": (

@@ -37,8 +37,8 @@ from armd.cli.common import EXIT_FAILURE, EXIT_OK, UsageError, guarded
 from armd.errors import ArmdError
 from armd.planning.goals import KEYPOINTS_TOLERANCE
 from kinematics import KinematicsError, KinematicTree
-from kinematics.loaders import load_tree
 from kinematics.mapping import ChainMapping, MappingOptions, map_chain
+from kinematics.models.loaders import load_tree
 from kinematics.motors import JointMotor
 
 __all__ = ["ChainFileError", "load_chain", "register"]

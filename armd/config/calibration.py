@@ -23,7 +23,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from armd.config.checks import Problems, resolve_path
-from armd.config.schema import ArmConfig, describe_errors
+from armd.config.schema import ArmConfig
+from armd.config.schema_errors import describe_errors
 from armd.config.yaml_doc import read_yaml
 from armd.control.transmission import Transmission
 from kinematics import JointLimit, JointMotor, KinematicTree

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from armd.config.calibration import JointCalibration, device_id, joint_calibration, now_utc
 from armd.config.checks import Problems
 from armd.config.load import ArmSetup
-from armd.config.schema import describe_errors
+from armd.config.schema_errors import describe_errors
 from armd.errors import ConfigError
 
 __all__ = ["COUNTS_PER_TURN", "LeRobotMotor", "import_lerobot", "motor_position", "read_lerobot"]

@@ -6,14 +6,13 @@ Every problem is collected and reported at once in one `ConfigError`, one line p
 file order: ``<file>:<line>: <path>: <message>``, e.g.
 ``arm.yaml:14: joints.elbow.gear_ratio: -3 must be > 0``.
 Relative paths in the file (model, calibration, collision geometry, password and TLS files, lock
-file) start at its folder. A calibration file, if named, is applied: see `armd.config.calibration`.
+file) start at its folder. A calibration file, if named, is applied: see `armd.config.calibration`;
+the ``mqtt`` section's password and TLS files are read in `armd.config.mqtt_setup`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,16 +29,15 @@ from armd.config.calibration import Calibrated, apply_calibration, position_unit
 from armd.config.checks import Problems, cross_check, params_models, resolve_path
 from armd.config.collision import collision_spec
 from armd.config.dynamics_schema import contact_problems
+from armd.config.mqtt_setup import TlsSetup, mqtt_files, mqtt_settings
 from armd.config.schema import (
     DEFAULT_JERK_PER_ACCELERATION,
     ArmConfig,
-    Loc,
     MotionConfig,
-    MqttConfig,
     SafetyConfig,
     StreamConfig,
-    describe_errors,
 )
+from armd.config.schema_errors import describe_errors
 from armd.config.yaml_doc import read_yaml
 from armd.control.transmission import ArmTransmission, Transmission
 from armd.control.wiring import DriverSetup
@@ -48,23 +46,13 @@ from kinematics import JointLimits, KinematicTree
 from kinematics.collision import CollisionModel, CollisionSpec
 from kinematics.compiled import load_kernels
 
-__all__ = ["ArmSetup", "DriverSetup", "TlsSetup", "build_drivers", "load_config"]
+__all__ = ["ArmSetup", "DriverSetup", "build_drivers", "load_config"]
 
-_log = logging.getLogger(__name__)
 
 Array = NDArray[np.float64]
 
 
 # -- the result ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TlsSetup:
-    """TLS files, resolved against the config file's folder and checked to be readable."""
-
-    ca_file: Path | None
-    cert_file: Path | None
-    key_file: Path | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,7 +175,7 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
     except ValidationError as exc:
         problems.extend(describe_errors(exc, ArmConfig, params_models(data)))
     checked = cross_check(config, data, path.parent, problems)
-    password, tls = _mqtt_files(checked.mqtt, path.parent, problems)
+    password, tls = mqtt_files(checked.mqtt, path.parent, problems)
     if problems.items or config is None or checked.tree is None or checked.tool_link is None:
         raise problems.error()
     limits, calibrated = checked.limits, None
@@ -297,7 +285,7 @@ def _setup(
         jerk=jerk,
         transmission=transmission,
         drivers={},  # completed for the loop by load_config (`_driver_setups`)
-        mqtt=_mqtt_setup(config, password, tls),
+        mqtt=mqtt_settings(config, password, tls),
         lock_file=(
             Path(f"/run/armd/{config.name}.lock")
             if config.lock_file is None
@@ -348,80 +336,3 @@ def _loop_context(
         )
         limits[t.device] = (min(ends), max(ends))
     return LoopContext(period_s=1.0 / config.loop_hz, position_limits=limits)
-
-
-def _mqtt_setup(
-    config: ArmConfig, password: SecretStr | None, tls: TlsSetup | None
-) -> MqttSettings:
-    m = config.mqtt
-    return MqttSettings(
-        arm_name=config.name,
-        host=m.host,
-        port=m.port,
-        client_id=m.client_id or f"armd-{config.name}",
-        keepalive_s=m.keepalive_s,
-        username=m.username,
-        password=password,
-        tls=tls is not None,
-        tls_ca_file=tls.ca_file if tls else None,
-        tls_cert_file=tls.cert_file if tls else None,
-        tls_key_file=tls.key_file if tls else None,
-        reconnect_min_s=m.reconnect_min_s,
-        reconnect_max_s=m.reconnect_max_s,
-    )
-
-
-# -- files named by the config --------------------------------------------------------------------
-
-
-def _mqtt_files(
-    mqtt: MqttConfig | None, base: Path, problems: Problems
-) -> tuple[SecretStr | None, TlsSetup | None]:
-    """The password read from its file, and the TLS files, checked to be readable."""
-    if mqtt is None:
-        return None, None
-    password = None
-    if mqtt.password_file is not None:
-        password = _read_password(resolve_path(base, mqtt.password_file), problems)
-    tls = None
-    if mqtt.tls is not None:
-        files = [
-            _readable_file(base, getattr(mqtt.tls, key), ("mqtt", "tls", key), problems)
-            for key in ("ca_file", "cert_file", "key_file")
-        ]
-        tls = TlsSetup(*files)
-    return password, tls
-
-
-def _readable_file(base: Path, raw: str | None, loc: Loc, problems: Problems) -> Path | None:
-    if raw is None:
-        return None
-    path = resolve_path(base, raw)
-    if not path.is_file():
-        problems.add(loc, f"{path}: no such file")
-    elif not os.access(path, os.R_OK):
-        problems.add(loc, f"{path}: not readable by this user")
-    return path
-
-
-def _read_password(path: Path, problems: Problems) -> SecretStr | None:
-    """The file's first line. Errors name the file, never its content."""
-    loc = ("mqtt", "password_file")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        problems.add(loc, f"{path}: no such file")
-        return None
-    except OSError as exc:
-        problems.add(loc, f"{path}: cannot read: {exc.strerror}")
-        return None
-    except UnicodeDecodeError:
-        problems.add(loc, f"{path}: not UTF-8 text")
-        return None
-    password = text.splitlines()[0] if text else ""
-    if not password:
-        problems.add(loc, f"{path}: the file is empty")
-        return None
-    if path.stat().st_mode & 0o004:  # the path is safe to log, the content never
-        _log.warning("%s: the MQTT password file is readable by every user; chmod o-r it", path)
-    return SecretStr(password)

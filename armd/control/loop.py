@@ -8,10 +8,9 @@ Modes (`armd.link.messages.Mode`):
     INACTIVE --valid read--> HOLDING <--> MOVING / STOPPING
         any --fault--> FAULT (stop, then hold or disable), any --estop--> ESTOP; reset --> HOLDING
 
-Safety rules kept here (docs/safety.md): start inactive; enable only after a valid read; the first
-command equals the measured position; every command passes the `SetpointLimiter`; stale feedback
-and faults lead to a controlled stop; faults and e-stops latch until `reset`; a pre-empted motion
-is never resumed on its own; drive watchdogs are fed by this loop's own writes.
+The modes, faults, enabling and reset are `armd.control.supervisor.LoopSupervisor`'s, which this
+loop extends. Safety rules kept here (docs/safety.md): every command passes the `SetpointLimiter`;
+a pre-empted motion is never resumed on its own; drive watchdogs are fed by this loop's own writes.
 """
 
 from __future__ import annotations
@@ -29,19 +28,18 @@ from armd.control.grip import held_reason
 from armd.control.hardware import ArmHardware
 from armd.control.limiter import SetpointLimiter
 from armd.control.motions import Ended, Motions
-from armd.control.safety import SafetyMonitor, Verdict
+from armd.control.safety import SafetyMonitor
 from armd.control.streaming import timeout_reason
+from armd.control.supervisor import LoopSupervisor
 from armd.control.timing import Schedule
 from armd.link.messages import Fault, GoalStatus, Mode, StatusUpdate
 from armd.link.protocol import (
     Command,
     EngageEstop,
     Event,
-    FaultChanged,
     FollowPath,
     LatchFault,
     MeasuredState,
-    ModeChanged,
     MoveTo,
     Ready,
     Reset,
@@ -58,6 +56,7 @@ from drivers import DriverError
 __all__ = ["ControlLoop", "LoopSettings"]
 
 log = logging.getLogger(__name__)
+_first_commands = logging.getLogger(f"{__name__}.first_commands")
 Array = NDArray[np.float64]
 SHUTDOWN_STOP_TIMEOUT_S = 5.0
 BLOCKED_VELOCITY = 0.05  # rad/s (m/s): a gripper slower than this at its grip is on its object
@@ -74,8 +73,9 @@ class LoopSettings:
     stream_timeout_s: float | None = None  # a stream's timeout; None: streaming not enabled
 
 
-class ControlLoop:
-    """The fixed-rate loop. Construct once, then `await run(stop)` (or call `tick` in tests)."""
+class ControlLoop(LoopSupervisor):
+    """The fixed-rate loop, on its modes and faults (`LoopSupervisor`). Construct once, then
+    `await run(stop)` (or call `tick` in tests)."""
 
     def __init__(
         self,
@@ -87,25 +87,10 @@ class ControlLoop:
         schedule: Schedule,
         emit: Callable[[Event], None],
     ) -> None:
-        self.joint_names = joint_names
-        self.hardware = hardware
-        self.monitor = monitor
-        self.limits = limits
-        self.settings = settings
-        self.schedule = schedule
-        self._emit = emit
-        self.limiter = SetpointLimiter(
+        limiter = SetpointLimiter(
             monitor.lower, monitor.upper, limits.velocity, limits.acceleration, settings.period_s
         )
-        self.mode = Mode.INACTIVE
-        self.tick_count = 0
-        self.measured: MeasuredState | None = None
-        self.commanded: Setpoint | None = None
-        self.fault: Fault | None = None
-        self.healthy = False
-        self.ready = False  # every joint was read once
-        self.shutting_down = False
-        self.motions = Motions(
+        motions = Motions(
             joint_names,
             limits,
             settings.period_s,
@@ -114,12 +99,15 @@ class ControlLoop:
             self._status,
             settings.stream_timeout_s,
         )
-        self._enabled = False
-        self._estop_request = False
-        self._reset_request = False
-        self._fault_request: Fault | None = None  # the daemon's (LatchFault), for the next tick
-        self._hold_reason: str | None = None
-        self._disable_pending = False
+        super().__init__(
+            joint_names, hardware, monitor, limiter, motions, settings.auto_enable, emit
+        )
+        self.limits = limits
+        self.settings = settings
+        self.schedule = schedule
+        self.measured: MeasuredState | None = None
+        self.ready = False  # every joint was read once
+        self.shutting_down = False
         self._errors = RateLimiter(burst=3, interval_s=60.0)
         self._sampled: tuple[object, ...] = ()  # the state the last `Sample` carried
         # a map older than a few samples: the daemon stopped refreshing it
@@ -148,11 +136,6 @@ class ControlLoop:
             self.handle(Stop(None, "daemon stopping"))
         else:
             raise TypeError(f"not a command: {command!r}")
-
-    @property
-    def moving(self) -> bool:
-        """True while a motion or a stop is under way (the commanded state is changing)."""
-        return self.motions.moving
 
     @property
     def busy(self) -> bool:
@@ -253,137 +236,7 @@ class ControlLoop:
             log.debug("read failed: %s", exc)
         return self.measured
 
-    async def _try_enable(self, measured: MeasuredState, now: float) -> None:
-        """Enable once every joint has fresh, fault-free feedback inside its limits; the first
-        command is the measured position."""
-        check = self.monitor.check(measured, now)
-        if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
-            self._latch(check.fault)  # e.g. found outside the limits: visible, and needs a reset
-        if self.fault is not None or not measured.complete() or check.verdict is not Verdict.OK:
-            self.healthy = False
-            return
-        if not self.settings.auto_enable:
-            return
-        try:
-            await self.hardware.enable()
-        except DriverError as exc:
-            self._latch(Fault("enable_failed", f"enabling the drives failed: {exc}"))
-            return
-        self._enabled = True
-        self._start_from_measured(measured)
-
-    def _start_from_measured(self, measured: MeasuredState) -> None:
-        """Restart at rest where the arm is; a gripper holding an object (a reset with the drives
-        on) stays commanded where it holds, so that a reset does not drop what it carries."""
-        position, held = measured.position, self.motions.held
-        if held is not None and self.commanded is not None:
-            position = held.restore(position, self.commanded.position)
-        self.limiter.reset(position)
-        self.commanded = Setpoint.at_rest(position)
-        self.motions.active = None
-        self._set_mode(Mode.HOLDING)
-        self.healthy = True
-
-    def _supervise(self, measured: MeasuredState, now: float) -> None:
-        """Safety checks, latched states and the e-stop / reset requests."""
-        commanded = self.commanded
-        check = self.monitor.check(
-            measured,
-            now,
-            None if commanded is None else commanded.position,
-            None if commanded is None else commanded.velocity,
-        )
-        if self._estop_request:
-            self._estop_request = False
-            self._stop_everything(Mode.ESTOP, "e-stop engaged")
-        if check.verdict is Verdict.FAULT and check.fault is not None and self.fault is None:
-            if check.fault.code == "stall" and commanded is not None:
-                joint = self.joint_names.index(check.fault.joint or "")
-                self._relieve(joint, measured.position[joint])
-                if self.motions.held is not None and self.motions.held.joint == joint:
-                    self.motions.held = None  # a stalled gripper lets go, as stall protection
-            self._latch(check.fault)
-        elif check.verdict is Verdict.HOLD and self.mode in (Mode.MOVING, Mode.HOLDING):
-            if self._hold_reason is None:
-                log.warning("stale feedback, holding: %s", check.reason)
-            self._hold_reason = check.reason
-            if self.mode == Mode.MOVING:
-                self._stop_motion(f"stale feedback: {check.reason}")
-        elif check.verdict is Verdict.OK:
-            self._hold_reason = None  # the outage is over: the next one is logged again
-        self.healthy = self.fault is None and check.verdict is Verdict.OK
-
-    def _relieve(self, joint: int, position_now: float) -> None:
-        """A joint that cannot move (stalled, or a gripper on its object) is commanded at rest at
-        `position_now`, so that it stops pushing further; the other joints keep their commanded
-        state for the stop that follows."""
-        assert self.commanded is not None
-        position, velocity = self.limiter.relieve(joint, position_now)
-        acceleration = self.commanded.acceleration.copy()
-        acceleration[joint] = 0.0
-        self.commanded = Setpoint(position, velocity, acceleration)
-
-    def _latch(self, fault: Fault) -> None:
-        log.error("fault %s: %s", fault.code, fault.message)
-        self.fault = fault
-        self._emit(FaultChanged(fault))
-        self._stop_everything(Mode.FAULT, f"fault: {fault.message}")
-
-    def _stop_everything(self, mode: Mode, reason: str) -> None:
-        if self.mode in (Mode.FAULT, Mode.ESTOP) and mode == Mode.ESTOP:
-            return
-        self.motions.drop_pending(reason)
-        if self._enabled and self.commanded is not None:
-            self._stop_motion(reason)
-        self._set_mode(mode)
-
-    async def _reset(self, measured: MeasuredState, now: float) -> None:
-        """Clear a latched fault or e-stop once its cause is gone. Device faults are cleared on the
-        drives (which needs them disabled); the loop then re-enables from the measured position."""
-        if self.moving:
-            return  # still stopping: the reset waits until the arm is at rest
-        self._reset_request = False
-        if self.mode not in (Mode.FAULT, Mode.ESTOP):
-            return
-        if self.hardware.failed:
-            log.warning(
-                "reset refused: drivers %s not reconnected yet", sorted(self.hardware.failed)
-            )
-            return
-        device_fault = self.fault is not None and self.fault.code == "device_fault"
-        if device_fault or measured.faults or (self._enabled and not self.hardware.enabled):
-            # Latched drive faults are cleared on the drives, which needs them disabled; a driver
-            # that was reconnected comes back disabled: both restart through INACTIVE. A drive
-            # may report a fault behind another one (its watchdog expired while its replies were
-            # lost): cleared too, or no reset could ever succeed.
-            await self._disable()
-            try:
-                await self.hardware.clear_faults()
-            except DriverError as exc:
-                log.warning("reset refused: clearing the device faults failed: %s", exc)
-                return
-            measured = await self.hardware.read()
-        if self.fault is not None and self.fault.code == "limit_exceeded" and measured.complete():
-            self.monitor.accept_excursion(measured.position)
-        if self.monitor.check(measured, now).verdict is Verdict.FAULT or not measured.complete():
-            log.warning("reset refused: the fault is still active")
-            return
-        log.info("reset: %s cleared", self.fault.code if self.fault else "e-stop")
-        self.fault = None
-        self._emit(FaultChanged(None))
-        if self._enabled:
-            self._start_from_measured(measured)
-        else:
-            self._set_mode(Mode.INACTIVE)
-
     # -- motions ----------------------------------------------------------------------------------
-
-    def _stop_motion(self, reason: str, outcome: GoalStatus = GoalStatus.ABORTED) -> None:
-        """Controlled stop from the commanded state; the active goal ends as `outcome`."""
-        assert self.commanded is not None
-        self.motions.stop(self.commanded, self.tick_count, reason, outcome)
-        if self.mode == Mode.MOVING:
-            self._set_mode(Mode.STOPPING)
 
     def _apply_requests(self) -> None:
         if self.motions.pending is None:
@@ -403,7 +256,7 @@ class ControlLoop:
         position, velocity = self.limiter.apply(wanted.position, wanted.velocity)
         acceleration = (velocity - self.commanded.velocity) / self.settings.period_s
         self.commanded = Setpoint(position, velocity, acceleration)
-        self.motions.log_first_commands(self.tick_count)
+        self._log_first_commands()
         try:
             torque = self.feedforward.torque(self.commanded, self.schedule.clock())
             await self.hardware.write(position, velocity, torque)
@@ -428,27 +281,30 @@ class ControlLoop:
         elif ended is not None:
             self._set_mode(Mode.HOLDING)
 
-    async def _disable(self) -> None:
-        """Drives off after a fault stop (config `on_fault: disable`); a reset re-enables them
-        from the measured position."""
-        self._disable_pending = False
-        self._enabled = False
-        self.commanded = None
-        self.motions.held = None  # a gripper without torque holds nothing
-        try:
-            await self.hardware.disable()
-        except DriverError as exc:
-            log.error("disabling the drives failed: %s", exc)
+    def _log_first_commands(self) -> None:
+        """At DEBUG, when this tick issues the first command of a goal's motion or of a stream's
+        newest target (`armd.control.loop` at DEBUG: the benches' latencies, bench/loop.py and
+        bench/stream.py). `time.monotonic`: the same clock in every process."""
+        active, tick = self.motions.active, self.tick_count
+        if active is None or not _first_commands.isEnabledFor(logging.DEBUG):
+            return
+        if active.start_tick == tick and not active.is_stop:
+            _first_commands.debug(
+                "goal %s: first command at monotonic %.6f", active.goal_id, time.monotonic()
+            )
+        stream = active.stream
+        if stream is not None and stream.target_tick == tick:  # a leader's read → this command
+            _first_commands.debug(
+                "stream %s seq %d: first command at monotonic %.6f",
+                stream.stream_id,
+                stream.seq,
+                time.monotonic(),
+            )
 
     # -- outputs ----------------------------------------------------------------------------------
 
     def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
         self._emit(StatusUpdate(goal_id, status, reason))
-
-    def _set_mode(self, mode: Mode) -> None:
-        if mode != self.mode:
-            self.mode = mode
-            self._emit(ModeChanged(mode))
 
     def _sample(self, measured: MeasuredState, now: float) -> Sample:
         return Sample(

@@ -3,17 +3,15 @@ the goal each belongs to.
 
 `Motions` keeps the newest-wins rule for commands between two ticks, turns a motion command into
 the `Motion` the loop samples (`armd.control.moves`), stops, and decides when a goal ends:
-``succeeded``
-when every joint is within its tolerance of the motion's end, ``aborted`` when it did not settle,
-``preempted`` when a newer goal replaced it. Statuses go to `status`; the loop keeps the mode, the
-commanded state and the drives, and is told which mode a change calls for.
+``succeeded`` when every joint is within its tolerance of the motion's end, ``aborted`` when it did
+not settle, ``preempted`` when a newer goal replaced it. Statuses go to `status`; the loop keeps
+the mode, the commanded state and the drives, and is told which mode a change calls for.
 
 A move that arrives while the arm holds still is planned at once, between ticks (`prepare`).
 
 A stream (`StreamTarget`s of one session) is a motion like a goal's: its first target starts an
 `armd.control.streaming.StreamFollower` (``accepted``), later ones retarget it; it pre-empts the
-motion
-under way and is pre-empted by a goal or a stop; it ends ``succeeded`` at rest after its end
+motion under way and is pre-empted by a goal or a stop; it ends ``succeeded`` at rest after its end
 message, ``aborted`` when it goes quiet for the timeout (the loop then stops the arm).
 
 A gripper that closed on an object holds it (`held`, `armd.control.grip`) through the motions that
@@ -25,7 +23,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -53,8 +50,6 @@ from armd.motion.trajectory import Hold, Motion, MotionLimits, PlanningError, Se
 __all__ = ["Ended", "Motions"]
 
 log = logging.getLogger(__name__)
-# under armd.control.loop: its level
-_first_commands = logging.getLogger("armd.control.loop.first_commands")
 Array = NDArray[np.float64]
 Status = Callable[[str | None, GoalStatus, str | None], None]
 
@@ -140,8 +135,8 @@ class Motions:
 
     def prepare(self, commanded: Setpoint, bounds: tuple[Array, Array]) -> None:
         """Plan the waiting move now if the arm holds still at `commanded`
-        (`armd.control.moves.prepare`:
-        the tick that starts it only checks that nothing changed since)."""
+        (`armd.control.moves.prepare`: the tick that starts it only checks that nothing changed
+        since)."""
         if isinstance(self.pending, MoveTo | FollowPath) and self.active is None:
             move = self.pending
             if self.held is not None and self.held.kept_by(move, commanded.position):
@@ -337,26 +332,6 @@ class Motions:
         this tick's command, so that the stop starts from the last one)."""
         active = self.active
         return active is not None and active.stream is not None and active.stream.quiet(tick)
-
-    def log_first_commands(self, tick: int) -> None:
-        """At DEBUG, when this tick issues the first command of a goal's motion or of a stream's
-        newest target (`armd.control.loop` at DEBUG: the benches' latencies, bench/loop.py and
-        bench/stream.py). `time.monotonic`: the same clock in every process."""
-        active = self.active
-        if active is None or not _first_commands.isEnabledFor(logging.DEBUG):
-            return
-        if active.start_tick == tick and not active.is_stop:
-            _first_commands.debug(
-                "goal %s: first command at monotonic %.6f", active.goal_id, time.monotonic()
-            )
-        stream = active.stream
-        if stream is not None and stream.target_tick == tick:  # a leader's read → this command
-            _first_commands.debug(
-                "stream %s seq %d: first command at monotonic %.6f",
-                stream.stream_id,
-                stream.seq,
-                time.monotonic(),
-            )
 
     def track(self, measured: MeasuredState, tick: int, commanded: Setpoint) -> Ended | None:
         """Whether the motion under way ended at this tick (its goal's final status sent).

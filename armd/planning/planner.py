@@ -5,16 +5,14 @@ do not move the link keep their commanded position), a linear goal a straight to
 point by point and time-scaled; a keypoints goal is mapped (`kinematics.mapping`) from the
 measured state and refused when a segment stays more than `KEYPOINTS_TOLERANCE` off its target
 direction; a trajectory goal's points are checked against the limits and time-scaled within them
-(`armd.motion.timed_trajectory`). Every refusal is a `Rejected` whose message is the goal's reason.
-No
-I/O, no state between goals: `armd.planning.goals` runs it (pose, keypoints and trajectory goals in
-a
+(`armd.motion.timed_trajectory`). The linear and trajectory goals' paths are planned in
+`armd.planning.paths`. Every refusal is a `Rejected` whose message is the goal's reason. No I/O,
+no state between goals: `armd.planning.goals` runs it (pose, keypoints and trajectory goals in a
 worker thread).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -23,7 +21,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from armd.link.messages import (
-    MAX_MOTION_DURATION_S,
     GripperGoal,
     JointsGoal,
     KeypointsGoal,
@@ -32,13 +29,12 @@ from armd.link.messages import (
     TrajectoryGoal,
 )
 from armd.link.protocol import FollowPath, Grip, Move, MoveTo, Sample
-from armd.motion.timed_trajectory import plan_trajectory
 from armd.motion.trajectory import MotionLimits, PlanningError, plan_path
 from armd.planning.collision_guard import CollisionGuard
+from armd.planning.paths import MAX_PATH_SAMPLES, linear_waypoints, trajectory_move
 from kinematics import KinematicsError, KinematicTree, Pose, solve_ik
 from kinematics.ik import IKOptions
 from kinematics.mapping import MappingOptions, map_chain
-from kinematics.quaternion import quat_conj, quat_mul, quat_to_axis_angle
 
 __all__ = [
     "KEYPOINTS_TOLERANCE",
@@ -52,8 +48,6 @@ __all__ = [
 
 Array = NDArray[np.float64]
 Planned = PoseGoal | JointsGoal | KeypointsGoal | GripperGoal | NamedGoal | TrajectoryGoal
-PATH_STEP_MAX_JOINT_CHANGE = 0.25  # rad between neighbouring samples of a linear path
-MAX_PATH_SAMPLES = 4000  # IK samples of a linear path: 20 m at the default 5 mm step
 # rad (2.9°): the worst segment direction error a keypoints goal may leave. A leader's or a
 # skeleton's shape rarely fits our joint axes exactly (our elbow bends in one plane); beyond
 # this the arm's shape would visibly differ from the target's, and the goal is refused.
@@ -218,47 +212,15 @@ class Planner:
         return MoveTo(goal.goal_id, target, self.limits.scaled(goal.speed), kept=kept)
 
     def _plan_trajectory(self, goal: TrajectoryGoal, sample: Sample) -> Move:
-        """Every point within the limits, then the curve through them time-scaled within the
-        motion limits; the joints it does not name keep their commanded position."""
-        fixed = sorted(set(goal.joints) & self.settings.fixed_joints)
-        if fixed:
-            raise Rejected(f"joints: {fixed} are fixed by the configuration")
         commanded = sample.commanded_position
         assert commanded is not None
-        names = self.tree.joint_names
-        columns = [names.index(joint) for joint in goal.joints]  # `armd.api.payloads` checked them
-        shapes = {len(row) for row in (*goal.positions, *(goal.velocities or ()))}
-        if shapes != {len(columns)} or len(goal.positions) != len(goal.times):
-            raise Rejected("points: one position (and velocity) per joint for every point")
-        positions = np.tile(commanded, (len(goal.times), 1))
-        positions[:, columns] = goal.positions
-        velocities = None
-        if goal.velocities is not None:
-            velocities = np.zeros_like(positions)
-            velocities[:, columns] = goal.velocities
-        lower, upper = self.tree.limits.lower, self.tree.limits.upper
-        outside = (positions < lower) | (positions > upper)
-        if np.any(outside):
-            i, q = (int(k) for k in np.argwhere(outside)[0])
-            raise Rejected(
-                f"points[{i}].positions[{columns.index(q)}]: {names[q]} {positions[i, q]:.6g} "
-                f"outside its limits [{lower[q]:.6g}, {upper[q]:.6g}]"
-            )
+        kept = self._kept([name not in goal.joints for name in self.tree.joint_names])
         try:
-            plan = plan_trajectory(
-                np.array(goal.times), positions, velocities, self.limits, goal.speed,
-                (lower, upper), tuple(names),
-            )  # fmt: skip
+            return trajectory_move(
+                goal, commanded, self.tree, self.limits, self.settings.fixed_joints, kept
+            )
         except PlanningError as exc:
             raise Rejected(str(exc)) from None
-        duration = plan.trajectory.duration
-        if not duration <= MAX_MOTION_DURATION_S:
-            raise Rejected(
-                f"points: the trajectory would take {duration:.6g} s at this speed within the "
-                f"limits (at most {MAX_MOTION_DURATION_S:g} s)"
-            )
-        kept = self._kept([name not in goal.joints for name in names])
-        return FollowPath(goal.goal_id, plan.trajectory, note=plan.note(), kept=kept)
 
     def _target(self, goal: PoseGoal) -> tuple[str, Pose | Array]:
         link = goal.link or self.tool_link
@@ -399,36 +361,16 @@ class Planner:
         link, target = self._target(goal)
         start_q = sample.commanded_position
         assert start_q is not None
-        start = self.tree.fk(start_q, link)
-        goal_pose = target if isinstance(target, Pose) else Pose(target, start.quaternion)
-        options = _without_box(self.settings.ik)
+        if not isinstance(target, Pose):
+            target = Pose(target, self.tree.fk(start_q, link).quaternion)
+        steps = (self.settings.linear_step, self.settings.angular_step)
         hold = self._holding(sample)[0]
-        end = solve_ik(self.tree, goal_pose, start_q, link, options, hold=hold)
-        if not end.success:  # checked first: a far target must not cost thousands of IK samples
-            raise Rejected(f"target unreachable within the joint limits: IK {end.message}")
-        distance, angle = start.distance_to(goal_pose)
-        steps = max(
-            1,
-            math.ceil(distance / self.settings.linear_step),
-            math.ceil(angle / self.settings.angular_step),
-        )
-        if steps > MAX_PATH_SAMPLES:
-            raise Rejected(
-                f"linear path of {distance:.3f} m needs {steps} samples (at most "
-                f"{MAX_PATH_SAMPLES}; motion.linear_step is {self.settings.linear_step:g} m)"
+        try:
+            waypoints, distance, angle = linear_waypoints(
+                self.tree, link, start_q, target, self.settings.ik, steps, hold
             )
-        waypoints = [start_q]
-        step_options = _continuity_options(self.settings.ik)
-        for i in range(1, steps + 1):
-            pose = _interpolate(start, goal_pose, i / steps)
-            result = solve_ik(self.tree, pose, waypoints[-1], link, step_options, hold=hold)
-            if not result.success:
-                where = ", ".join(f"{v:.3f}" for v in pose.translation)
-                raise Rejected(
-                    f"linear path infeasible at {100 * i / steps:.0f} % (position [{where}]): "
-                    f"{result.message}"
-                )
-            waypoints.append(np.array(result.q))
+        except PlanningError as exc:
+            raise Rejected(str(exc)) from None
         rate = min(
             self.settings.max_linear_speed / max(distance, 1e-9),
             self.settings.max_angular_speed / max(angle, 1e-9),
@@ -450,19 +392,3 @@ def _column_sum(rows: Array) -> float:
 
 def _without_box(options: IKOptions) -> IKOptions:
     return replace(options, max_joint_change=None)
-
-
-def _continuity_options(options: IKOptions) -> IKOptions:
-    """Each path sample is solved from the previous one, without restarts and within a small box:
-    a jump between neighbouring samples would leave the straight line."""
-    return replace(options, restarts=False, max_joint_change=PATH_STEP_MAX_JOINT_CHANGE)
-
-
-def _interpolate(start: Pose, end: Pose, s: float) -> Pose:
-    """Straight-line position and slerp orientation at s ∈ [0, 1]."""
-    position = start.translation + s * (end.translation - start.translation)
-    delta = quat_mul(quat_conj(start.quaternion), end.quaternion)
-    axis, angle = quat_to_axis_angle(delta)
-    half = 0.5 * s * float(angle)
-    partial = np.concatenate(([math.cos(half)], math.sin(half) * axis))
-    return Pose(position, quat_mul(start.quaternion, partial))

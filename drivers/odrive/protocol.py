@@ -15,10 +15,12 @@ an RTR frame with the same id (`make_request`).
 Firmware 0.5.x (ODrive v3.x) shares the ids used here but not the heartbeat's upper bytes, the
 meaning of the error bits, nor Get_Error; this module decodes v0.6 only.
 
-Device units (turns, turns/s, Nm) live here and nowhere else; `drivers.odrive.driver` converts
-to SI.
-The enumerations (command ids, states, modes, error bits) live in `drivers.odrive.enums` and are
-re-exported here.
+Device units (turns, turns/s, Nm) live in this codec (here and in `drivers.odrive.feedback`) and
+nowhere else; `drivers.odrive.driver` converts to SI.
+The enumerations (command ids, states, modes, error bits) live in `drivers.odrive.enums`, the
+ids and length checks in `drivers.odrive.framing`, and what the ODrive sends (heartbeat, encoder
+estimates, errors, version) in `drivers.odrive.feedback`; all are re-exported here, which holds
+the commands the master sends.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import struct
 from dataclasses import dataclass
 
 from drivers.can_bus.frame import Frame
-from drivers.errors import DriverError
 from drivers.odrive.enums import (
     AxisError,
     AxisState,
@@ -37,6 +38,27 @@ from drivers.odrive.enums import (
     InputMode,
     ProcedureResult,
     describe_axis_error,
+)
+from drivers.odrive.feedback import (
+    EncoderEstimates,
+    ErrorStatus,
+    Heartbeat,
+    Version,
+    make_encoder_estimates,
+    make_error_status,
+    make_heartbeat,
+    make_version,
+    parse_encoder_estimates,
+    parse_error_status,
+    parse_heartbeat,
+    parse_version,
+)
+from drivers.odrive.framing import (
+    MAX_NODE_ID,
+    MalformedFrameError,
+    arbitration_id,
+    check_length,
+    split_id,
 )
 
 __all__ = [
@@ -85,57 +107,9 @@ __all__ = [
     "split_id",
 ]
 
-MAX_NODE_ID = 0x3F
 DEFAULT_VEL_FF_SCALE = 0.001  # turns/s per LSB of Set_Input_Pos.Vel_FF
 DEFAULT_TORQUE_FF_SCALE = 0.001  # Nm per LSB of Set_Input_Pos.Torque_FF
 _INT16_MIN, _INT16_MAX = -(2**15), 2**15 - 1
-
-
-class MalformedFrameError(DriverError):
-    """A received frame does not match the layout of its command (length or value)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """Heartbeat (0x001): axis error bits (active_errors | disarm_reason), state, last result.
-
-    `axis_state` and `procedure_result` are raw ints, because newer firmware may add values.
-    """
-
-    axis_error: int
-    axis_state: int
-    procedure_result: int
-    trajectory_done: bool
-
-
-@dataclass(frozen=True, slots=True)
-class EncoderEstimates:
-    """Get_Encoder_Estimates (0x009): position in turns, velocity in turns/s."""
-
-    position_turns: float
-    velocity_turns_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorStatus:
-    """Get_Error (0x003): the currently active errors and the error that last disarmed the axis."""
-
-    active_errors: int
-    disarm_reason: int
-
-
-@dataclass(frozen=True, slots=True)
-class Version:
-    """Get_Version (0x000): protocol, hardware and firmware versions."""
-
-    protocol: int
-    hw_major: int
-    hw_minor: int
-    hw_variant: int
-    fw_major: int
-    fw_minor: int
-    fw_revision: int
-    fw_unreleased: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,21 +119,6 @@ class InputPos:
     position_turns: float
     vel_ff_turns_s: float
     torque_ff_nm: float
-
-
-# -- ids --------------------------------------------------------------------------------------
-
-
-def arbitration_id(node_id: int, command: Command) -> int:
-    """``node_id << 5 | cmd_id``. Raises ValueError for a node id outside 0..63."""
-    if not 0 <= node_id <= MAX_NODE_ID:
-        raise ValueError(f"ODrive node id {node_id} outside [0, {MAX_NODE_ID}]")
-    return node_id << 5 | int(command)
-
-
-def split_id(arbitration_id: int) -> tuple[int, int]:
-    """(node_id, cmd_id) of an 11-bit arbitration id."""
-    return (arbitration_id >> 5) & MAX_NODE_ID, arbitration_id & 0x1F
 
 
 # -- builders (master → ODrive) ---------------------------------------------------------------
@@ -271,81 +230,7 @@ def make_request(node_id: int, command: Command) -> Frame:
     return Frame(arbitration_id(node_id, command), remote_dlc=_REPLY_LENGTH[command])
 
 
-# -- builders (ODrive → master; used by the simulated ODrive) ---------------------------------
-
-
-def make_heartbeat(node_id: int, beat: Heartbeat) -> Frame:
-    data = struct.pack(
-        "<IBBBx", beat.axis_error, beat.axis_state, beat.procedure_result, beat.trajectory_done
-    )
-    return Frame(arbitration_id(node_id, Command.HEARTBEAT), data)
-
-
-def make_encoder_estimates(node_id: int, estimates: EncoderEstimates) -> Frame:
-    data = struct.pack("<ff", estimates.position_turns, estimates.velocity_turns_s)
-    return Frame(arbitration_id(node_id, Command.GET_ENCODER_ESTIMATES), data)
-
-
-def make_error_status(node_id: int, status: ErrorStatus) -> Frame:
-    data = struct.pack("<II", status.active_errors, status.disarm_reason)
-    return Frame(arbitration_id(node_id, Command.GET_ERROR), data)
-
-
-def make_version(node_id: int, version: Version) -> Frame:
-    v = version
-    data = bytes(
-        [
-            v.protocol,
-            v.hw_major,
-            v.hw_minor,
-            v.hw_variant,
-            v.fw_major,
-            v.fw_minor,
-            v.fw_revision,
-            v.fw_unreleased,
-        ]
-    )
-    return Frame(arbitration_id(node_id, Command.GET_VERSION), data)
-
-
 # -- parsers ----------------------------------------------------------------------------------
-
-
-def _check_length(command: Command, data: bytes, minimum: int, maximum: int = 8) -> None:
-    if not minimum <= len(data) <= maximum:
-        expected = f"{minimum}" if minimum == maximum else f"{minimum}..{maximum}"
-        raise MalformedFrameError(
-            f"{command.name}: {len(data)} data bytes, expected {expected}: {data.hex(' ')}"
-        )
-
-
-def parse_heartbeat(data: bytes) -> Heartbeat:
-    """Raises MalformedFrameError unless `data` is 8 bytes."""
-    _check_length(Command.HEARTBEAT, data, 8)
-    error, state, result, flags = struct.unpack_from("<IBBB", data)
-    return Heartbeat(error, state, result, bool(flags & 0x01))
-
-
-def parse_encoder_estimates(data: bytes) -> EncoderEstimates:
-    """Raises MalformedFrameError unless `data` is 8 bytes holding two finite floats."""
-    _check_length(Command.GET_ENCODER_ESTIMATES, data, 8)
-    position, velocity = struct.unpack("<ff", data)
-    if not (math.isfinite(position) and math.isfinite(velocity)):
-        raise MalformedFrameError(
-            f"GET_ENCODER_ESTIMATES: non-finite value (pos {position}, vel {velocity})"
-        )
-    return EncoderEstimates(position, velocity)
-
-
-def parse_error_status(data: bytes) -> ErrorStatus:
-    _check_length(Command.GET_ERROR, data, 8)
-    active, disarm = struct.unpack("<II", data)
-    return ErrorStatus(active, disarm)
-
-
-def parse_version(data: bytes) -> Version:
-    _check_length(Command.GET_VERSION, data, 8)
-    return Version(*data)
 
 
 def parse_set_input_pos(
@@ -355,7 +240,7 @@ def parse_set_input_pos(
     torque_ff_scale: float = DEFAULT_TORQUE_FF_SCALE,
 ) -> InputPos:
     """Raises MalformedFrameError unless `data` is 8 bytes with a finite position."""
-    _check_length(Command.SET_INPUT_POS, data, 8)
+    check_length(Command.SET_INPUT_POS, data, 8)
     position, vel_ff, torque_ff = struct.unpack("<fhh", data)
     if not math.isfinite(position):
         raise MalformedFrameError(f"SET_INPUT_POS: non-finite position {position}")
@@ -365,7 +250,7 @@ def parse_set_input_pos(
 def parse_set_input_vel(data: bytes) -> tuple[float, float]:
     """(velocity turns/s, torque feed-forward Nm). Raises MalformedFrameError unless `data` is 8
     bytes holding finite floats."""
-    _check_length(Command.SET_INPUT_VEL, data, 8)
+    check_length(Command.SET_INPUT_VEL, data, 8)
     velocity, torque_ff = struct.unpack("<ff", data)
     if not (math.isfinite(velocity) and math.isfinite(torque_ff)):
         raise MalformedFrameError(f"SET_INPUT_VEL: non-finite value ({velocity}, {torque_ff})")
@@ -375,7 +260,7 @@ def parse_set_input_vel(data: bytes) -> tuple[float, float]:
 def parse_set_absolute_position(data: bytes) -> float:
     """The position (turns). Raises MalformedFrameError unless `data` is 4..8 bytes with a
     finite float first."""
-    _check_length(Command.SET_ABSOLUTE_POSITION, data, 4)
+    check_length(Command.SET_ABSOLUTE_POSITION, data, 4)
     (position,) = struct.unpack_from("<f", data)
     if not math.isfinite(position):
         raise MalformedFrameError(f"SET_ABSOLUTE_POSITION: non-finite position {position}")
@@ -384,24 +269,24 @@ def parse_set_absolute_position(data: bytes) -> float:
 
 def parse_set_axis_state(data: bytes) -> int:
     """Raises MalformedFrameError unless `data` is the DBC's 8 bytes."""
-    _check_length(Command.SET_AXIS_STATE, data, 8)
+    check_length(Command.SET_AXIS_STATE, data, 8)
     return int(struct.unpack_from("<I", data)[0])
 
 
 def parse_set_controller_mode(data: bytes) -> tuple[int, int]:
-    _check_length(Command.SET_CONTROLLER_MODE, data, 8)
+    check_length(Command.SET_CONTROLLER_MODE, data, 8)
     control, input_mode = struct.unpack("<II", data)
     return int(control), int(input_mode)
 
 
 def parse_set_limits(data: bytes) -> tuple[float, float]:
     """(velocity limit turns/s, current limit A) of a Set_Limits frame."""
-    _check_length(Command.SET_LIMITS, data, 8)
+    check_length(Command.SET_LIMITS, data, 8)
     velocity, current = struct.unpack("<ff", data)
     return float(velocity), float(current)
 
 
 def parse_clear_errors(data: bytes) -> bool:
     """The identify flag; an empty payload (older masters) means no identify."""
-    _check_length(Command.CLEAR_ERRORS, data, 0)
+    check_length(Command.CLEAR_ERRORS, data, 0)
     return bool(data and data[0])

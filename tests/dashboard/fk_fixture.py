@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from kinematics import KinematicTree, load_tree
-from kinematics.kinematic_json import tree_to_dict
+from kinematics.models.kinematic_json import tree_to_dict
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "dashboard" / "test" / "fk-fixture.json"

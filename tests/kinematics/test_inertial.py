@@ -16,9 +16,9 @@ import pytest
 
 from kinematics import Inertial, InertialError, ModelError, Pose, load_tree, save_tree
 from kinematics.dynamics import Dynamics
-from kinematics.kinematic_json import tree_from_dict, tree_to_dict
+from kinematics.models.kinematic_json import tree_from_dict, tree_to_dict
+from kinematics.models.urdf import tree_from_urdf
 from kinematics.quaternion import quat_from_rpy
-from kinematics.urdf import tree_from_urdf
 from tests.kinematics.conftest import DESIGN_EXAMPLE, PANDA_URDF, ROBOTS
 from tests.kinematics.test_dynamics import ARMS
 from tests.peers.pinocchio_dynamics import EXAMPLE_ROBOTS

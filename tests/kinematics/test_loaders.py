@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from kinematics import JointLimit, KinematicTree, ModelError, Pose
-from kinematics.loaders import (
+from kinematics.models.loaders import (
     load_tree,
     model_name,
     save_tree,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from kinematics import JointLimit, JointMotor, KinematicTree, ModelError, Pose, load_tree
-from kinematics.urdf import tree_from_urdf
+from kinematics.models.urdf import tree_from_urdf
 
 ROBOTS = Path(__file__).resolve().parents[2] / "config" / "robots"
 TOL = 1e-12

@@ -15,7 +15,7 @@ from armd.api.contract import MAX_PAYLOAD_BYTES, encode
 from armd.api.homeassistant import discovery_messages
 from armd.api.model_topic import model_json
 from armd.config.load import load_config
-from kinematics.kinematic_json import tree_from_dict
+from kinematics.models.kinematic_json import tree_from_dict
 from tests.armd.config.test_config import write
 from tests.system.helpers import Rig
 from tests.system.probe import joint_positions

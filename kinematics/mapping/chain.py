@@ -2,12 +2,13 @@
 a tracked human arm) known only by the positions of its joints. Only directions matter.
 
 The vector-pair math (the rotation family, one joint, two joints) lives in
-`kinematics.rotation_family`; its public names are re-exported here.
+`kinematics.mapping.rotation_family`, the path walked and each joint's effect on a segment in
+`kinematics.mapping.path`; the public names are re-exported by `kinematics.mapping`.
 
 The chain (`map_chain`) is walked from the root, one segment (consecutive keypoint links) at a time.
 A segment's direction is turned by the joints at or above its start link (they rotate it whole:
-the closed forms of `kinematics.rotation_family`) and by those strictly inside it (they swing its
-end on a circle: handled, as are mimic-coupled joints, by a damped Gauss–Newton
+the closed forms of `kinematics.mapping.rotation_family`) and by those strictly inside it (they
+swing its end on a circle: handled, as are mimic-coupled joints, by a damped Gauss–Newton
 (Levenberg–Marquardt) refinement). Each joint
 is decided by the first segment whose direction it changes and is then kept, so later segments
 never undo earlier ones; a joint that changes no direction (e.g. a wrist roll about the last
@@ -32,8 +33,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kinematics.errors import KinematicsError
-from kinematics.motors import JointMotor
-from kinematics.rotation_family import (
+from kinematics.mapping.path import EFFECT, ChainPath, link_path
+from kinematics.mapping.rotation_family import (
     PARALLEL_TOLERANCE,
     AxisRotation,
     RotationFamily,
@@ -41,7 +42,6 @@ from kinematics.rotation_family import (
     cross,
     norm,
     rotate,
-    rotate_by_quaternions,
     rotation_about_axis,
     rotation_family,
     turn_about,
@@ -64,7 +64,6 @@ __all__ = [
 
 Array = NDArray[np.float64]
 MIN_SEGMENT_LENGTH = 1e-9  # m: keypoints closer than this give no direction
-_EFFECT = 1e-9  # rad/rad: a joint that turns a segment less than this does not move it
 _EXACT = 1e-10  # rad: a segment this close is aligned (no refinement; ranked by distance only)
 _TWO_PI = 2.0 * math.pi
 
@@ -120,25 +119,6 @@ class ChainMapping:
         return float(np.max(self.segment_errors))
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Motor:
-    index: int  # position on the root → last keypoint path
-    revolute: bool
-    axis: Array  # in the link's frame
-    joint: int  # the q index of the joint driving it
-    own: bool  # the joint's own motor (not a mimic follower)
-    scale: float  # 1, or the mimic multiplier
-
-
-def _path(tree: KinematicTree, link: str) -> list[str]:
-    names: list[str] = []
-    name: str | None = link
-    while name is not None:
-        names.append(name)
-        name = tree.link(name).parent
-    return names[::-1]
-
-
 class _Walk:
     """One `map_chain` call: the path's motors, the targets and the search state."""
 
@@ -152,16 +132,10 @@ class _Walk:
         hold: Collection[str],
     ) -> None:
         self.tree, self.links, self.options = tree, list(links), options
-        path = _path(tree, self.links[-1])
-        self.keypoints = [path.index(name) for name in self.links]
-        self.motors = self._motors(tree, path)
-        self.axes = np.array([m.axis for m in self.motors]).reshape(-1, 3)
-        self.needed = sorted({m.index for m in self.motors} | set(self.keypoints))
-        self.path = path
-        self.own_row = {m.joint: row for row, m in enumerate(self.motors) if m.own}
+        self.chain = ChainPath(tree, self.links)
         held = {tree.joint_names.index(name) for name in hold}
         self.free = frozenset(
-            m.joint for m in self.motors if m.own and m.revolute and m.joint not in held
+            m.joint for m in self.chain.motors if m.own and m.revolute and m.joint not in held
         )
         self.lower, self.upper = tree.limits.lower, tree.limits.upper
         self.seed = tree.limits.clamp(seed)
@@ -169,88 +143,10 @@ class _Walk:
         self.nodes = 0
         self.best: tuple[tuple[float, float], Array, Array, dict[int, int]] | None = None
 
-    @staticmethod
-    def _motors(tree: KinematicTree, path: list[str]) -> list[_Motor]:
-        motors = []
-        for index, name in enumerate(path):
-            link = tree.link(name)
-            motor = link.motor
-            if not isinstance(motor, JointMotor):
-                continue
-            joint, scale = str(link.joint_name), 1.0
-            if motor.mimic is not None:
-                joint, scale = motor.mimic.joint, motor.mimic.multiplier
-            revolute = motor.kind == "revolute"
-            own = motor.mimic is None
-            q_index = tree.joint_names.index(joint)
-            motors.append(_Motor(index, revolute, np.array(motor.axis), q_index, own, scale))
-        return motors
-
-    # -- geometry at one q -----------------------------------------------------------------------
-
-    def frames(self, q: Array) -> tuple[Array, Array]:
-        """(positions (path, 3) of the motor and keypoint links, world axes (motors, 3))."""
-        positions = np.zeros((len(self.path), 3))
-        quaternions = np.empty((len(self.motors), 4))
-        row = 0
-        for index in self.needed:
-            pose = self.tree.fk(q, self.path[index])
-            positions[index] = pose.translation
-            if row < len(self.motors) and self.motors[row].index == index:
-                quaternions[row] = pose.quaternion
-                row += 1
-        return positions, rotate_by_quaternions(quaternions, self.axes)
-
-    def segment(self, positions: Array, seg: int) -> Array:
-        vector: Array = positions[self.keypoints[seg + 1]] - positions[self.keypoints[seg]]
-        return vector
-
     def error(self, q: Array, seg: int) -> float:
         start = self.tree.fk(q, self.links[seg]).translation
         end = self.tree.fk(q, self.links[seg + 1]).translation
         return angle_between(end - start, self.directions[seg])
-
-    def effects(
-        self, seg: int, positions: Array, axes: Array, joints: Collection[int]
-    ) -> dict[int, tuple[Array, bool]]:
-        """joint -> (d(segment direction)/dq (3,), whether one closed-form turn moves it: its own
-        motor turns the whole segment and no other motor it drives changes the direction), for
-        the `joints` that drive a motor before the segment's end."""
-        start, end = self.keypoints[seg], self.keypoints[seg + 1]
-        v = positions[end] - positions[start]
-        length = norm(v)
-        v_hat = v / length
-
-        def tangent(d: Array) -> Array:
-            along: Array = (d - float(d @ v_hat) * v_hat) / length
-            return along
-
-        totals: dict[int, Array] = {}
-        others: dict[int, Array] = {}
-        whole_turn: set[int] = set()
-        for row, motor in enumerate(self.motors):
-            if motor.index >= end:
-                break
-            if motor.joint not in joints:
-                continue
-            whole = motor.index <= start  # turns the whole segment (at or above its start)
-            if motor.revolute:
-                lever = v if whole else positions[end] - positions[motor.index]
-                d = motor.scale * cross(axes[row], lever)
-            else:
-                d = np.zeros(3) if whole else motor.scale * axes[row]
-            totals[motor.joint] = totals.get(motor.joint, 0.0) + d
-            if motor.own and motor.revolute and whole:
-                whole_turn.add(motor.joint)
-            else:
-                others[motor.joint] = others.get(motor.joint, 0.0) + d
-        return {
-            j: (
-                tangent(d),
-                j in whole_turn and (j not in others or norm(tangent(others[j])) <= _EFFECT),
-            )
-            for j, d in totals.items()
-        }
 
     # -- choices for one segment ----------------------------------------------------------------
 
@@ -277,24 +173,24 @@ class _Walk:
         """(error, q) choices for segment `seg`, best first."""
         effects = {
             j: e
-            for j, e in self.effects(seg, positions, axes, self.free - locked).items()
-            if norm(e[0]) > _EFFECT
+            for j, e in self.chain.effects(seg, positions, axes, self.free - locked).items()
+            if norm(e[0]) > EFFECT
         }
-        v = unit_vector(self.segment(positions, seg), "segment")
+        v = unit_vector(self.chain.segment(positions, seg), "segment")
         t = self.directions[seg]
         pure = [j for j, (_, single) in effects.items() if single]
         turns: list[dict[int, float]] = [{}]
-        turns += [{j: turn_about(v, t, axes[self.own_row[j]], 0.0)[0]} for j in pure]
+        turns += [{j: turn_about(v, t, axes[self.chain.own_row[j]], 0.0)[0]} for j in pure]
         for j1, j2 in itertools.combinations(pure, 2):
-            u1, u2 = axes[self.own_row[j1]], axes[self.own_row[j2]]
-            if norm(cross(u1, u2)) > _EFFECT:
+            u1, u2 = axes[self.chain.own_row[j1]], axes[self.chain.own_row[j2]]
+            if norm(cross(u1, u2)) > EFFECT:
                 turns += [{j1: a1, j2: a2} for a1, a2 in two_turns(u1, u2, v, t)]
         found: list[tuple[float, Array]] = []
         for turn in turns:
             choice, direction = q.copy(), v
             for j in reversed(turn):  # R(u1, θ1) R(u2, θ2) v: the downstream turn first
                 choice[j] = self.value(j, q[j] + turn[j])
-                direction = rotate(direction, axes[self.own_row[j]], choice[j] - q[j])
+                direction = rotate(direction, axes[self.chain.own_row[j]], choice[j] - q[j])
             if not any(np.array_equal(choice, other) for _, other in found):
                 found.append((angle_between(direction, t), choice))  # exact: these turn v whole
         unchanged = found[0]
@@ -313,10 +209,10 @@ class _Walk:
         (a joint at a bound that the descent would push out of it sits the iteration out)."""
         damping, index = 1e-3, np.array(joints)
         for _ in range(self.options.refine_iterations):
-            positions, axes = self.frames(q)
-            effects = self.effects(seg, positions, axes, joints)
+            positions, axes = self.chain.frames(q)
+            effects = self.chain.effects(seg, positions, axes, joints)
             jacobian = np.array([effects[j][0] for j in joints]).T  # (3, m)
-            v = self.segment(positions, seg)
+            v = self.chain.segment(positions, seg)
             gradient = jacobian.T @ (v / norm(v) - self.directions[seg])
             pinned = ((q[index] <= self.lower[index]) & (gradient > 0.0)) | (
                 (q[index] >= self.upper[index]) & (gradient < 0.0)
@@ -354,9 +250,9 @@ class _Walk:
             if self.farther_than_best(choice):
                 continue
             self.nodes += 1
-            chosen = self.frames(choice)
-            moved = self.effects(seg, *chosen, self.free - locked)
-            decided = {j for j, (d, _) in moved.items() if norm(d) > _EFFECT}
+            chosen = self.chain.frames(choice)
+            moved = self.chain.effects(seg, *chosen, self.free - locked)
+            decided = {j for j, (d, _) in moved.items() if norm(d) > EFFECT}
             if self.explore(seg + 1, choice, chosen, owners | dict.fromkeys(decided, seg)):
                 return True
             if self.nodes >= self.options.max_nodes:
@@ -374,7 +270,10 @@ class _Walk:
         """Keep the complete mapping `q` if it is the best: within the tolerance, closest to the
         seed; else the smallest worst error."""
         errors = np.array(
-            [angle_between(self.segment(positions, i), t) for i, t in enumerate(self.directions)]
+            [
+                angle_between(self.chain.segment(positions, i), t)
+                for i, t in enumerate(self.directions)
+            ]
         )
         worst = float(np.max(errors))
         key = (
@@ -385,9 +284,9 @@ class _Walk:
             self.best = (key, q, errors, owners)
 
     def result(self) -> ChainMapping:
-        frames = self.frames(self.seed)
+        frames = self.chain.frames(self.seed)
         for seg in range(len(self.directions)):
-            length = float(np.linalg.norm(self.segment(frames[0], seg)))
+            length = float(np.linalg.norm(self.chain.segment(frames[0], seg)))
             if length < MIN_SEGMENT_LENGTH:
                 raise KinematicsError(
                     f"links {self.links[seg]!r} and {self.links[seg + 1]!r}: their origins are "
@@ -461,7 +360,7 @@ def map_chain(
     if len(set(links)) != len(links):
         raise KinematicsError(f"links: {list(links)} must not repeat a link")
     for i in range(1, len(links)):
-        if links[i - 1] not in _path(tree, links[i])[:-1]:
+        if links[i - 1] not in link_path(tree, links[i])[:-1]:
             raise KinematicsError(
                 f"links[{i}]: {links[i]!r} is not a descendant of {links[i - 1]!r}; the links "
                 "must follow one chain from the root"

@@ -1,9 +1,10 @@
 """Model files: load a `KinematicTree` from ``.kinematic.json`` or URDF, save ``.kinematic.json``.
 
 The format is chosen by the file's suffix (case-insensitive): ``.kinematic.json`` (or any
-``.json``) is the armd format of `kinematics.kinematic_json`; ``.urdf`` is URDF
-(`kinematics.urdf`). A model's name is the document's (``"name"`` / ``<robot name>``), else the
-file name without its suffix (``.kinematic.json`` files only: URDF requires ``<robot name>``).
+``.json``) is the armd format of `kinematics.models.kinematic_json`; ``.urdf`` is URDF
+(`kinematics.models.urdf`). A model's name is the document's (``"name"`` / ``<robot name>``),
+else the file name without its suffix (``.kinematic.json`` files only: URDF requires
+``<robot name>``).
 
 This is the only module of `kinematics` that touches the file system.
 """
@@ -15,9 +16,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kinematics.errors import ModelError
-from kinematics.kinematic_json import tree_from_dict, tree_to_dict
+from kinematics.models.kinematic_json import tree_from_dict, tree_to_dict
+from kinematics.models.urdf import tree_from_urdf
 from kinematics.tree import KinematicTree
-from kinematics.urdf import tree_from_urdf
 
 __all__ = [
     "JSON_SUFFIXES",

@@ -17,9 +17,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from kinematics._dynamics_kernels import body_inertia, compose, placement, to_parent_inertia
 from kinematics._kernels import all_finite
 from kinematics._layout import AXIS, D_PARENT, KIND, QIDX, REVOLUTE, SCALE
+from kinematics.dynamics._kernels import body_inertia, compose, placement, to_parent_inertia
 
 _jit = nb.njit(cache=True, nogil=True)
 
