@@ -49,7 +49,7 @@ def _scene() -> tuple[dict[str, object], list[dict[str, float]]]:
     """The driver's params (its URDF absolute) and the cycle's poses, by device."""
     data = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     raw = dict(data["drivers"]["physics"]["params"])
-    raw["urdf"] = str(ROOT / raw["urdf"])
+    raw["urdf"] = str(ROOT / "config" / raw["urdf"])
     poses = data["poses"]
     closed = {"gripper": float(data["gripper"]["closed"])}
     cycle = [

@@ -2,6 +2,7 @@
 wire-level simulated devices for tests and demos. Imports nothing from `armd` or `kinematics`."""
 
 from drivers.base import (
+    CONFIG_DIR,
     Clock,
     DeviceCommand,
     DeviceFault,
@@ -26,6 +27,7 @@ from drivers.errors import (
 from drivers.registry import DRIVERS, load_driver_class
 
 __all__ = [
+    "CONFIG_DIR",
     "DRIVERS",
     "Clock",
     "DeviceCommand",

@@ -30,6 +30,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import ClassVar, Self
 
@@ -38,6 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from drivers.errors import DriverError, DriverStateError, UnsupportedCommandError
 
 __all__ = [
+    "CONFIG_DIR",
     "Clock",
     "DeviceCommand",
     "DeviceFault",
@@ -48,6 +50,7 @@ __all__ = [
     "Lifecycle",
     "LoopContext",
     "check_distinct",
+    "config_dir",
 ]
 
 _log = logging.getLogger(__name__)
@@ -139,6 +142,18 @@ class LoopContext:
 
     period_s: float
     position_limits: Mapping[str, tuple[float, float]]
+
+
+CONFIG_DIR = "config_dir"
+"""The key of the config file's folder (a `Path` or a str) in the validation context of a
+driver's params (``Params.model_validate(raw, context={CONFIG_DIR: folder})``): a relative path in
+the params starts there, as every path in an armd config does."""
+
+
+def config_dir(context: object) -> Path | None:
+    """The config file's folder in a validation context, or None (none given)."""
+    folder = context.get(CONFIG_DIR) if isinstance(context, dict) else None
+    return None if folder is None else Path(folder).expanduser()
 
 
 class DriverParams(BaseModel):

@@ -27,7 +27,7 @@ from armd.config.schema import (
     SafetyConfig,
 )
 from armd.errors import ConfigError
-from drivers import DriverError, DriverParams, load_driver_class
+from drivers import CONFIG_DIR, DriverError, DriverParams, load_driver_class
 from kinematics import JointLimit, JointMotor, KinematicsError, KinematicTree, load_tree
 
 __all__ = ["Checked", "Problems", "cross_check", "params_models", "resolve_path"]
@@ -92,10 +92,11 @@ def _string(raw: object) -> str | None:
 # -- checks against the model and the drivers ---------------------------------------------------
 
 
-def _quietly(model: type[M], raw: object) -> M | None:
-    """`raw` validated as `model`, or None (its errors were reported with the whole file)."""
+def _quietly(model: type[M], raw: object, context: dict[str, object] | None = None) -> M | None:
+    """`raw` validated as `model` (in `context`), or None (its errors were reported with the
+    whole file)."""
     try:
-        return model.model_validate(raw)
+        return model.model_validate(raw, context=context)
     except ValidationError:
         return None
 
@@ -116,7 +117,9 @@ class Parts:
     mqtt: MqttConfig | None
 
     @classmethod
-    def of(cls, config: ArmConfig | None, data: Mapping[str, object]) -> Parts:
+    def of(cls, config: ArmConfig | None, data: Mapping[str, object], base: Path) -> Parts:
+        """The parts of `config`, or of the raw `data` where the file is not all valid (`base`:
+        the config file's folder, where the drivers' relative paths start)."""
         if config is not None:
             return cls(
                 config.model,
@@ -142,7 +145,10 @@ class Parts:
             isinstance(data.get("joints"), dict),
             isinstance(data.get("joints"), dict) and None not in joints.values(),
             fixed,
-            {k: _quietly(DriverConfig, v) for k, v in _mapping(data.get("drivers")).items()},
+            {
+                k: _quietly(DriverConfig, v, {CONFIG_DIR: base})
+                for k, v in _mapping(data.get("drivers")).items()
+            },
             _quietly(SafetyConfig, data.get("safety", {})),
             _quietly(MotionConfig, data.get("motion", {})),
             _quietly(MqttConfig, data.get("mqtt", {})),
@@ -385,7 +391,7 @@ def cross_check(
 ) -> Checked:
     """Check the valid parts of the file (`config` if it is all valid, else `data`, the raw
     document) against the model and the drivers; add to `problems`."""
-    parts = Parts.of(config, data)
+    parts = Parts.of(config, data, base)
     tree = _load_model(parts.model, base, problems)
     tool_link = None
     limits: dict[str, JointLimit] = {}

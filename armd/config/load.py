@@ -41,7 +41,7 @@ from armd.config.schema_errors import describe_errors
 from armd.config.yaml_doc import read_yaml
 from armd.control.transmission import ArmTransmission, Transmission
 from armd.control.wiring import DriverSetup
-from drivers import Clock, Driver, DriverError, LoopContext, load_driver_class
+from drivers import CONFIG_DIR, Clock, Driver, DriverError, LoopContext, load_driver_class
 from kinematics import JointLimits, KinematicTree
 from kinematics.collision import CollisionModel, CollisionSpec
 from kinematics.compiled import load_kernels
@@ -171,7 +171,7 @@ def load_config(path: str | Path, *, kernels: bool = True, calibration: bool = T
     problems = Problems(path, lines)
     config: ArmConfig | None = None
     try:
-        config = ArmConfig.model_validate(data)
+        config = ArmConfig.model_validate(data, context={CONFIG_DIR: path.parent})
     except ValidationError as exc:
         problems.extend(describe_errors(exc, ArmConfig, params_models(data)))
     checked = cross_check(config, data, path.parent, problems)

@@ -156,7 +156,7 @@ class DriverConfig(_Section):
         kind = info.data.get("type")
         if kind is None:  # the type is invalid and reported; its params cannot be checked
             return DriverParams()
-        return load_driver_class(kind).Params.model_validate(value)
+        return load_driver_class(kind).Params.model_validate(value, context=info.context)
 
     @field_validator("gravity_compensation")
     @classmethod

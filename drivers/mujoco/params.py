@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from drivers.base import DriverParams
+from drivers.base import CONFIG_DIR, DriverParams, config_dir
 
 __all__ = [
     "CONFIG_DIR",
@@ -68,17 +68,6 @@ class FeedForward(enum.StrEnum):
 
     COMMAND = "command"
     GRAVITY = "gravity"
-
-
-CONFIG_DIR = "config_dir"
-"""The validation context's key for the config file's folder (a `Path` or a str): relative
-paths in the params start there."""
-
-
-def config_dir(context: object) -> Path | None:
-    """The config file's folder in a validation context, or None (none given)."""
-    folder = context.get(CONFIG_DIR) if isinstance(context, dict) else None
-    return None if folder is None else Path(folder).expanduser()
 
 
 class _Model(BaseModel):

@@ -28,7 +28,7 @@ def params(name: str, **overrides: Any) -> dict[str, Any]:
     """The `physics` driver's params of config file `name`, its URDF absolute; `overrides`
     replace top-level params."""
     raw = dict(config(name)["drivers"]["physics"]["params"])
-    raw["urdf"] = str(ROOT / raw["urdf"])
+    raw["urdf"] = str(ROOT / "config" / raw["urdf"])
     raw.update(overrides)
     return raw
 

@@ -59,7 +59,7 @@ def physics_arm(tmp_path: Path) -> Iterator[tuple[MqttProbe, ArmdProcess]]:
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     config["model"] = str((CONFIG.parent / config["model"]).resolve())
     params = config["drivers"]["physics"]["params"]
-    params["urdf"] = str((ROOT / params["urdf"]).resolve())
+    params["urdf"] = str((ROOT / "config" / params["urdf"]).resolve())
     config["mqtt"]["port"] = broker.port
     config["lock_file"] = str(tmp_path / "armd.lock")
     path = tmp_path / "so101_physics.yaml"

@@ -72,7 +72,7 @@ def _write(config: dict[str, Any], directory: Path, port: int) -> Path:
 def _physics_config(directory: Path, port: int, spawn: Spawn) -> Path:
     config = yaml.safe_load(PHYSICS.read_text(encoding="utf-8"))
     params = config["drivers"]["physics"]["params"]
-    params["urdf"] = str(ROOT / params["urdf"])
+    params["urdf"] = str(ROOT / "config" / params["urdf"])
     return _write(config, directory, port)
 
 

@@ -93,7 +93,7 @@ def _config(directory: Path) -> Path:
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     config["model"] = str((CONFIG.parent / config["model"]).resolve())
     params = config["drivers"]["physics"]["params"]
-    params["urdf"] = str(ROOT / params["urdf"])
+    params["urdf"] = str(ROOT / "config" / params["urdf"])
     devices = params["devices"]
     grasp = config["poses"]["grasp_cube"]
     for joint, position in grasp.items():

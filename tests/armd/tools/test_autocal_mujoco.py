@@ -58,7 +58,7 @@ def physics_config(tmp_path: Path) -> Path:
     config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
     config["model"] = str((CONFIG.parent / config["model"]).resolve())
     params = config["drivers"]["physics"]["params"]
-    params["urdf"] = str((ROOT / params["urdf"]).resolve())
+    params["urdf"] = str((ROOT / "config" / params["urdf"]).resolve())
     path = tmp_path / "so101_physics.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     return path
