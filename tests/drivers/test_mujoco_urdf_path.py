@@ -59,36 +59,3 @@ def test_without_a_config_folder_a_relative_urdf_starts_at_the_working_directory
     monkeypatch.chdir(config_folder)
     validated = MujocoDriver.Params.model_validate(params(SO101, urdf="robots/so101.urdf"))
     assert validated.urdf == "robots/so101.urdf"
-
-
-def test_armd_loads_the_shipped_physics_config_from_anywhere(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """armd's loader gives every driver's params the config file's folder: the shipped
-    ``urdf: robots/so101.urdf`` is found from a working directory that has no ``robots/``."""
-    from armd.config.load import load_config
-
-    monkeypatch.chdir(tmp_path)
-    setup = load_config(ROOT / "config" / SO101, kernels=False)
-    (driver,) = setup.config.drivers.values()
-    assert driver.params.urdf == str(ROOT / "config" / "robots" / "so101.urdf")
-
-
-def test_a_broken_relative_urdf_names_the_config_files_folder(tmp_path: Path) -> None:
-    """``armd check`` on a config whose relative urdf is missing: the path and where it starts."""
-    from armd.config.load import load_config
-    from armd.errors import ConfigError
-
-    text = (ROOT / "config" / SO101).read_text(encoding="utf-8")
-    config = tmp_path / SO101
-    config.write_text(
-        text.replace("urdf: robots/so101.urdf", "urdf: robots/nowhere.urdf").replace(
-            "model: robots/", f"model: {ROOT / 'config' / 'robots'}/"
-        ),
-        encoding="utf-8",
-    )
-    with pytest.raises(ConfigError) as error:
-        load_config(config, kernels=False)
-    message = str(error.value)
-    assert "drivers.physics.params.urdf" in message, message
-    assert "no such file 'robots/nowhere.urdf'" in message and str(tmp_path) in message, message

@@ -776,3 +776,27 @@ def test_fixed_joints_get_finite_limits_pinned_at_their_position(tmp_path: Path)
     assert math.isfinite(limit.velocity)
     assert math.isfinite(limit.acceleration)
     assert np.all(np.isfinite(setup.jerk))
+
+
+def test_a_drivers_relative_path_starts_at_the_config_files_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader gives every driver's params the config file's folder (`drivers.CONFIG_DIR`):
+    the shipped physics config's ``urdf: robots/so101.urdf`` is found from a working directory
+    without ``robots/``, and a missing one is named with the folder it started at."""
+    pytest.importorskip("mujoco", reason="the physics extra: pip install -e '.[physics]'")
+    shipped = Path(__file__).parents[3] / "config" / "so101_physics.yaml"
+    monkeypatch.chdir(tmp_path)
+    (driver,) = load_config(shipped, kernels=False).config.drivers.values()
+    assert driver.params.urdf == str(shipped.parent / "robots" / "so101.urdf")
+
+    text = shipped.read_text(encoding="utf-8")
+    text = text.replace("urdf: robots/so101.urdf", "urdf: robots/nowhere.urdf")
+    config = tmp_path / "arm.yaml"
+    config.write_text(text.replace("model: robots/", f"model: {shipped.parent}/robots/"))
+    with pytest.raises(ConfigError) as error:
+        load_config(config, kernels=False)
+    message = str(error.value)
+    assert "drivers.physics.params.urdf" in message, message
+    assert "no such file 'robots/nowhere.urdf'" in message, message
+    assert str(tmp_path) in message, message
