@@ -1,13 +1,15 @@
-"""A pick on the real daemon through MQTT, one goal sequence on two SO-101s: the physics-simulated
-arm of config/so101_physics.yaml (the `mujoco` driver, a 3 cm cube of 50 g on the table) and the
-arm of config/so101.yaml on its simulated STS3215 chain (``armd sim-device feetech``, no object).
+"""A pick on the real daemon through MQTT, one goal sequence on three SO-101s: the
+physics-simulated arm of config/so101_physics.yaml (the `mujoco` driver, a 3 cm cube of 50 g on the
+table), the arm of config/so101.yaml on its simulated STS3215 chain (``armd sim-device feetech``,
+no object), and the same config on the `sim` driver (first-order motors, no object).
 
-over_cube → grasp_cube → close the gripper → lift back to over_cube → open. Both arms answer every
-goal with the same statuses; where they legitimately differ (`DIFFERENCES`) is only what an
-object between the jaws changes:
+over_cube → grasp_cube → close the gripper → lift back to over_cube → 3 cm higher (a pose goal)
+→ open. The three arms answer every goal with the same statuses; where they legitimately differ
+(`DIFFERENCES`) is only what an object between the jaws changes:
 
 - ``held``: the physics arm's close succeeds ``held: gripper effort ... at ...`` (its effort
-  reached the grip on the cube); the chain's closes on nothing and succeeds without a reason;
+  reached the grip on the cube); the chain's and the sim's close on nothing and succeed without
+  a reason;
 - where the gripper ends: on the cube's faces (the jaws held ~0.4 rad open by it, its command
   inside the cube, its effort the squeeze), or closed (0 rad, no squeeze).
 
@@ -15,11 +17,12 @@ One difference is the configs', not the arms': config/so101.yaml checks its coll
 against the table (5 mm margin), and its gripper capsule, a hull around the jaws, is 11.7 mm
 inside that margin at grasp_cube (``rejected``: ``collision: gripper_link with table``), where
 the physics arm's jaws clear the table by 3 mm; config/so101_physics.yaml has no collision
-check (its block is the one the check is not told about). The chain runs without it here.
+check (its block is the one the check is not told about). The other two run without it here.
 
 The cube is read through the gripper as a dashboard sees it (``state``): after the lift the jaws
 are still held open by something, still squeezing it at the grip's effort, 8 cm higher. The
-physics efforts are N·m at the joints (the driver's unit), the chain's a servo's load fraction."""
+physics efforts are N·m at the joints (the driver's unit), the chain's a servo's load fraction,
+the sim's its motor model's."""
 
 from __future__ import annotations
 
@@ -50,7 +53,7 @@ PICK = (
 )
 HELD = r"held: gripper effort -?\d+\.\d{3} at \d+\.\d{4}"
 # Where the two arms legitimately differ, by goal id: the reason of its final status.
-DIFFERENCES = {"close": {"physics": HELD, "chain": None}}
+DIFFERENCES = {"close": {"physics": HELD, "chain": None, "sim": None}}
 OPEN = 1.5  # rad: the configs' gripper `open`
 LIFT_M = 0.07  # m: over_cube's TCP is 8 cm above grasp_cube's (the poses' comment)
 RAISE_M = 0.03  # m: then up again, a pose goal holding the cube
@@ -90,7 +93,18 @@ def _chain_config(directory: Path, port: int, spawn: Spawn) -> Path:
     return _write(config, directory, port)
 
 
-ARMS = {"physics": _physics_config, "chain": _chain_config}
+def _sim_config(directory: Path, port: int, spawn: Spawn) -> Path:
+    """config/so101.yaml on the `sim` driver (first-order motors, in the control process), with
+    the physics config's poses: the driver the physics one stands beside."""
+    config = yaml.safe_load((CONFIGS / "so101.yaml").read_text(encoding="utf-8"))
+    devices = {name: {} for name in config["joints"]}
+    config["drivers"] = {"bus": {"type": "sim", "params": {"devices": devices}}}
+    config["poses"] = yaml.safe_load(PHYSICS.read_text(encoding="utf-8"))["poses"]
+    del config["collision"]  # as the physics config: its capsules would refuse grasp_cube
+    return _write(config, directory, port)
+
+
+ARMS = {"physics": _physics_config, "chain": _chain_config, "sim": _sim_config}
 
 
 @pytest.fixture(params=ARMS, ids=ARMS)
