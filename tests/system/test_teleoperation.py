@@ -1,9 +1,10 @@
 """Two simulated arms over a real Mosquitto: a follower daemon (``armd run``, config/sim.yaml with
 streaming enabled) and ``armd leader`` reading config/sim_leader.yaml's simulated UR5, whose
 torque-off devices a scripted hand moves (the sim driver's hand file). The follower follows:
-its tracking error and lag are measured against the script (generous bounds only; the figures
-are bench/stream.py's), the stream's statuses keep the contract, and Ctrl-C on the leader ends
-the stream with the follower at rest where the leader stopped."""
+its tracking error and lag are measured against the script (generous bounds only, widened by the
+stalls a `StallProbe` measures meanwhile; the figures are bench/stream.py's), the stream's
+statuses keep the contract, and Ctrl-C on the leader ends the stream with the follower at rest
+where the leader stopped. One follower daemon serves the module's tests, a leader each."""
 
 from __future__ import annotations
 
@@ -19,7 +20,17 @@ import numpy as np
 import pytest
 
 from armd.config.schema import ArmConfig
-from tests.system.helpers import ArmdProcess, Hand, Rig, armd_command, write_leader_config
+from tests.broker import MosquittoBroker
+from tests.realtime import StallProbe
+from tests.system.helpers import (
+    ArmdProcess,
+    Hand,
+    Rig,
+    armd_command,
+    attach_diagnostics,
+    start_rig,
+    write_leader_config,
+)
 from tests.system.probe import FINAL, WAIT_S, at_rest, contract_violations, joint_positions
 
 pytestmark = pytest.mark.skipif(
@@ -34,6 +45,11 @@ AMPLITUDE = np.array([0.4, 0.25, -0.3])  # rad
 FREQUENCY_HZ = 0.4  # peak 1.0 rad/s and 2.5 rad/s²: within the follower's limits
 MOTION_S = 5.0
 HAND_HZ = 50.0
+PEAK_VELOCITY = 1.0  # rad/s, the script's fastest joint
+# s: the lag the follower's jerk-limited filter alone would leave without the leader's velocities
+# (docs/teleoperation.md: ~100 ms); with them it is ~8 ms (docs/performance.md, bench/stream.py).
+LAG_S = 0.1
+ERROR = 0.1  # rad at the best lag, while moving at up to PEAK_VELOCITY
 
 
 def script(t: float) -> np.ndarray:
@@ -77,6 +93,29 @@ def tracking(states: list[dict[str, Any]], start: float) -> tuple[float, float]:
     return float(lags[best]), errors[best]
 
 
+@pytest.fixture(scope="module")
+def shared_follower(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    # a generous stream timeout: on a loaded 2-core machine the leader (normal priority) may
+    # stall for more than the default 0.1 s, which stops the follower (correctly, but it is
+    # not what these tests are about)
+    directory = tmp_path_factory.mktemp("follower")
+    with MosquittoBroker(directory / "mosquitto") as broker:
+        rig = start_rig(
+            directory, broker, overrides={"stream": {"enabled": True, "timeout_s": 0.5}}
+        )
+        yield rig
+        rig.close()
+
+
+@pytest.fixture
+def follower(shared_follower: Rig, request: pytest.FixtureRequest) -> Rig:
+    """The module's follower daemon, alive and at rest."""
+    attach_diagnostics(request, shared_follower)
+    assert shared_follower.daemon.running, shared_follower.daemon.output()
+    shared_follower.probe.wait_state(lambda s: at_rest(s, tolerance=0.01), what="at rest")
+    return shared_follower
+
+
 @pytest.fixture
 def leader_process(tmp_path: Path, follower: Rig) -> Iterator[Callable[[], ArmdProcess]]:
     started: list[ArmdProcess] = []
@@ -92,14 +131,7 @@ def leader_process(tmp_path: Path, follower: Rig) -> Iterator[Callable[[], ArmdP
     yield start
     for process in started:
         process.stop()
-
-
-@pytest.fixture
-def follower(start_arm: Callable[..., Rig]) -> Rig:
-    # a generous stream timeout: on a loaded 2-core machine the leader (normal priority) may
-    # stall for more than the default 0.1 s, which stops the follower (correctly, but it is
-    # not what these tests are about)
-    return start_arm(overrides={"stream": {"enabled": True, "timeout_s": 0.5}})
+        follower.extra.remove(process)
 
 
 def test_the_follower_follows_a_scripted_leader(
@@ -110,13 +142,17 @@ def test_the_follower_follows_a_scripted_leader(
     leader = leader_process()
     probe.wait_status("ur5-leader", final=False, since=since, timeout_s=60.0)  # accepted
     hand = ScriptedHand(Hand(tmp_path / "leader" / "leader-hand.json"))
-    hand.start()
-    hand.join(MOTION_S + 10.0)
-    time.sleep(1.0)  # the follower settles on the leader's last position (home)
+    with StallProbe(late_s=0.01) as stalls:
+        hand.start()
+        hand.join(MOTION_S + 10.0)
+        end = hand.start_time + MOTION_S
+        probe.wait_for(lambda: probe.states(since)[-1]["t"] > end, what="the motion's last state")
 
+    # A stall of the machine (the hand's thread, the broker, the daemon's network side run at
+    # normal priority) delays what the follower sees by as long; the probe measures the worst.
     lag, error = tracking(probe.states(since), hand.start_time)
-    assert lag < 0.3, (lag, error)  # read at 100 Hz, a 250 Hz loop: tens of ms in truth
-    assert error < 0.1, (lag, error)  # rad, at that lag, while moving at up to 1 rad/s
+    assert lag < LAG_S + stalls.worst_s, (lag, error, stalls.worst_s)
+    assert error < ERROR + PEAK_VELOCITY * stalls.worst_s, (lag, error, stalls.worst_s)
 
     leader.signal(signal.SIGINT)
     assert leader.wait() == 130, leader.output()
