@@ -1,133 +1,20 @@
-"""A bounded collision fuzz through MQTT: 300 random goals (joints, pose, linear pose,
-trajectory) and a few random streams against the real daemon on the simulated UR5 standing on its
-table (config/sim.yaml), sent faster than they finish so that most pre-empt a moving arm. No
-measured state may be in collision, checked with coal (an independent implementation) on the
-shipped geometry; the share of refused goals whose path coal finds clear is printed (the price
-of checking conservatively), not asserted."""
+"""A bounded collision fuzz through MQTT, first half: 150 of its 300 random goals (joints, pose,
+linear pose, trajectory) and two of its four random streams against the real daemon on the
+simulated UR5 standing on its table, sent faster than they finish so that most pre-empt a moving
+arm; no measured state may be in collision, checked with coal (tests/system/collision_fuzzing.py).
+The other half, on a daemon of its own, is test_collision_fuzz_reseeded.py: a worker each."""
 
 from __future__ import annotations
 
-import json
-import time
-from typing import Any
-
-import numpy as np
-
 from armd.config.load import ArmSetup
-from tests.peers.coal_collision import CoalPeer
+from tests.system.collision_fuzzing import check_no_collision
 from tests.system.helpers import Rig
-from tests.system.probe import contract_violations, joint_positions
 
-GOALS = 300
-STREAMS = 4
+GOALS = 150  # with test_collision_fuzz_reseeded.py's: 300
 SEED = 20261126
-
-
-def random_goal(rng: np.random.Generator, setup: ArmSetup, k: int, q: np.ndarray) -> dict[str, Any]:
-    names = setup.tree.joint_names
-    lower = np.maximum(setup.tree.limits.lower, -3.0)
-    upper = np.minimum(setup.tree.limits.upper, 3.0)
-    kind = rng.choice(["joints", "joints", "pose", "linear", "trajectory"])
-    goal_id = f"f{k}"
-    if kind == "joints":
-        count = int(rng.integers(1, 4))
-        chosen = rng.choice(len(names), size=count, replace=False)
-        positions = {
-            names[i]: float(np.clip(q[i] + rng.normal(0.0, 0.9), lower[i], upper[i]))
-            for i in chosen
-        }
-        return {"id": goal_id, "type": "joints", "positions": positions, "speed": 1.0}
-    if kind in ("pose", "linear"):
-        position = [
-            float(rng.uniform(0.15, 0.65)),
-            float(rng.uniform(-0.45, 0.45)),
-            float(rng.uniform(-0.15, 0.55)),
-        ]
-        goal = {"id": goal_id, "type": "pose", "position": position}
-        if kind == "linear":
-            goal["motion"] = "linear"
-        return goal
-    points = []
-    current = q.copy()
-    for t in (0.0, 0.8, 1.6):
-        current = np.clip(current + rng.normal(0.0, 0.4, size=len(names)), lower, upper)
-        points.append({"t": t, "positions": current.tolist()})
-    return {"id": goal_id, "type": "trajectory", "joints": list(names), "points": points}
-
-
-def line_clear(
-    peer: CoalPeer, pairs: list[tuple[str, str]], start: np.ndarray, end: np.ndarray, margin: float
-) -> bool:
-    """Whether coal finds the straight joint line from `start` to `end` clear of the margin."""
-    for s in np.linspace(0.0, 1.0, 60):
-        if peer.min_distance(pairs, start + s * (end - start))[0] < margin:
-            return False
-    return True
 
 
 def test_random_goals_and_streams_never_bring_the_arm_into_collision(
     arm: Rig, arm_setup: ArmSetup
 ) -> None:
-    model = arm_setup.collision
-    assert model is not None
-    peer = CoalPeer(arm_setup.tree, model.spec)
-    pairs = list(model.pair_names)
-    rng = np.random.default_rng(SEED)
-    probe = arm.probe
-    since = probe.mark()
-    outcomes: dict[str, int] = {}
-    refused_joints: list[tuple[np.ndarray, np.ndarray]] = []
-    for k in range(GOALS):
-        q = arm_setup.tree.q_from_mapping(joint_positions(probe.latest_state()))
-        goal = random_goal(rng, arm_setup, k, q)
-        mark = probe.publish_goal(goal)
-        first = probe.wait_status(goal["id"], since=mark, final=False)
-        reason = first.get("reason") or ""
-        key = "collision" if reason.startswith("collision:") else first["status"]
-        outcomes[key] = outcomes.get(key, 0) + 1
-        if key == "collision" and goal["type"] == "joints":
-            target = arm_setup.tree.q_from_mapping(goal["positions"], q)
-            refused_joints.append((q, target))
-        time.sleep(float(rng.uniform(0.0, 0.4)))
-        if k % 75 == 74:  # a few streams between the goals: a random walk of joint targets
-            stream_walk(arm, arm_setup, rng, f"s{k}")
-    stop = {"id": "fuzz-stop", "type": "stop"}
-    assert probe.run_goal(stop)["status"] == "succeeded"
-
-    states = probe.states(since)
-    closest = np.inf
-    within = 0
-    for state in states:
-        q = arm_setup.tree.q_from_mapping(joint_positions(state))
-        distance, pair = peer.min_distance(pairs, q)
-        closest = min(closest, distance)
-        within += distance < model.margin
-        assert distance > 0.0, (pair, distance, state)
-    faults = [m.text for m in probe.on("fault", since) if m.text]
-    wrong = sum(line_clear(peer, pairs, s, e, model.margin) for s, e in refused_joints)
-    print(
-        f"\ncollision fuzz: {GOALS} goals {outcomes}; {len(states)} states checked with coal, "
-        f"closest {closest:.4f} m, {within} within the margin; refused joints goals whose "
-        f"straight path coal finds clear: {wrong} of {len(refused_joints)}"
-        f" ({100.0 * wrong / max(len(refused_joints), 1):.0f} %); faults: {faults}"
-    )
-    assert not [f for f in faults if json.loads(f)["code"] == "collision"], faults
-    statuses = [m.json() for m in probe.on("goal/status", since)]
-    assert not contract_violations(statuses), contract_violations(statuses)
-
-
-def stream_walk(arm: Rig, setup: ArmSetup, rng: np.random.Generator, stream_id: str) -> None:
-    """One second of joint targets at 100 Hz drifting from the measured state, then ``end``."""
-    q = setup.tree.q_from_mapping(joint_positions(arm.probe.latest_state()))
-    velocity = rng.normal(0.0, 0.8, size=q.shape[0])
-    topic = arm.probe.prefix + "stream"
-    seq = 0
-    for _ in range(100):
-        seq += 1
-        q = np.clip(q + velocity * 0.01, setup.tree.limits.lower, setup.tree.limits.upper)
-        positions = dict(zip(setup.tree.joint_names, q.tolist(), strict=True))
-        message = {"id": stream_id, "seq": seq, "type": "joints", "positions": positions}
-        arm.probe.client.publish(topic, json.dumps(message), qos=0)
-        time.sleep(0.01)
-    end = {"id": stream_id, "seq": seq + 1, "type": "end"}
-    arm.probe.client.publish(topic, json.dumps(end), qos=0)
+    check_no_collision(arm, arm_setup, SEED, GOALS)

@@ -11,6 +11,7 @@ installed (`make test` installs both: scripts/ensure-browser-test.sh). The page'
 (navigation to the first frame that shows the arm) is printed and recorded as a property of the
 test, never asserted. With ``ARMD_DOCS_SCREENSHOTS=1`` the screenshots replace those of
 docs/images/ (shown in the README and docs/dashboard.md); otherwise they go to the test's folder.
+The page behind the broker's ACL is test_dashboard_acl.py's, on a broker and daemon of its own.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import contextlib
 import json
 import os
 import re
-import secrets
 import signal
 import subprocess
 import sys
@@ -40,11 +40,10 @@ from playwright.sync_api import (
     sync_playwright,
 )
 
-from tests.broker import MosquittoBroker, make_password_file
+from tests.broker import MosquittoBroker
 from tests.system.helpers import ROOT, Rig, attach_diagnostics, start_rig
 from tests.system.listening import exposed, listening
 from tests.system.probe import ARM, WAIT_S, MqttProbe, at_rest, joint_positions
-from tests.system.test_security import ACL, DASHBOARD, OPERATOR, daemon_mqtt
 
 CHROMIUM = Path("/usr/bin/chromium")
 DIST = ROOT / "dashboard" / "dist"
@@ -585,61 +584,3 @@ def test_a_fresh_load_fetches_nothing_from_elsewhere_and_logs_no_error(
     assert outside == [], outside
     assert errors == [], "errors in the page"
     assert failed == [], failed
-
-
-def _log_in(page: Page, user: str, password: str) -> None:
-    page.locator("#broker-user").fill(user)
-    page.locator("#broker-password").fill(password)
-    page.locator("#broker-form button[type=submit]").click()
-
-
-def test_with_the_acl_the_read_only_account_is_refused_and_the_operator_served(
-    tmp_path: Path, request: pytest.FixtureRequest, browser: Browser
-) -> None:
-    """config/mosquitto/armd.acl: anonymous is refused at connection, the read-only
-    ``dashboard`` account sees the arm but its goal is refused by the broker (shown with the
-    reason, never reaching the daemon), the ``operator`` account drives the arm."""
-    passwords = {user: secrets.token_urlsafe(16) for user in (ARM, OPERATOR, DASHBOARD)}
-    accounts = make_password_file(tmp_path / "passwd", passwords)
-    acl = [f"acl_file {ACL}"]
-    broker = MosquittoBroker(
-        tmp_path / "mosquitto", password_file=accounts, websockets=True, extra_config=acl
-    )
-    with broker:
-        rig = start_rig(
-            tmp_path / "arm",
-            broker,
-            overrides=daemon_mqtt(tmp_path, passwords[ARM], None),
-            probe_options={"username": OPERATOR, "password": passwords[OPERATOR]},
-        )
-        attach_diagnostics(request, rig)
-        try:
-            with _served(tmp_path, broker) as url:
-                errors: list[str] = []
-                page = _open(browser, url, errors)
-                connection = page.locator("#connection")
-                expect(connection).to_contain_text("Not authorized", timeout=UI_WAIT_MS)
-
-                _log_in(page, DASHBOARD, passwords[DASHBOARD])
-                expect(connection).to_contain_text("connected to", timeout=UI_WAIT_MS)
-                expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
-                since = rig.probe.mark()
-                page.locator('#named button[data-pose="ready"]').click()
-                rejection = page.locator("#rejection")
-                expect(rejection).to_contain_text("the broker refused goal", timeout=UI_WAIT_MS)
-                expect(rejection).to_contain_text("Not authorized")
-                rig.probe.wait_for(lambda: len(rig.probe.on("state", since)) >= 10, what="states")
-                assert rig.probe.on("goal/status", since) == [], "the refused goal reached armd"
-
-                _log_in(page, OPERATOR, passwords[OPERATOR])
-                expect(connection).to_contain_text("connected to", timeout=UI_WAIT_MS)
-                expect(page.locator("#mode")).to_have_text("holding", timeout=UI_WAIT_MS)
-                since = rig.probe.mark()
-                page.locator('#named button[data-pose="ready"]').click()
-                accepted = _first_status(rig.probe, since)
-                assert accepted["status"] == "accepted", accepted
-                final = rig.probe.wait_status(accepted["id"], since=since)
-                assert final["status"] == "succeeded", final
-                assert errors == [], "errors in the page"
-        finally:
-            rig.close()

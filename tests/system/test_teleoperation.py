@@ -1,9 +1,10 @@
 """Two simulated arms over a real Mosquitto: a follower daemon (``armd run``, config/sim.yaml with
 streaming enabled) and ``armd leader`` reading config/sim_leader.yaml's simulated UR5, whose
 torque-off devices a scripted hand moves (the sim driver's hand file). The follower follows:
-its tracking error and lag are measured against the script (generous bounds only; the figures
-are bench/stream.py's), the stream's statuses keep the contract, and Ctrl-C on the leader ends
-the stream with the follower at rest where the leader stopped."""
+its tracking error and lag are measured against the script (generous bounds only, widened by the
+stalls a `StallProbe` measures meanwhile; the figures are bench/stream.py's), the stream's
+statuses keep the contract, and Ctrl-C on the leader ends the stream with the follower at rest
+where the leader stopped. One follower daemon serves the module's tests, a leader each."""
 
 from __future__ import annotations
 
@@ -19,8 +20,25 @@ import numpy as np
 import pytest
 
 from armd.config.schema import ArmConfig
-from tests.system.helpers import ArmdProcess, Hand, Rig, armd_command, write_leader_config
-from tests.system.probe import FINAL, WAIT_S, at_rest, contract_violations, joint_positions
+from tests.broker import MosquittoBroker
+from tests.realtime import StallProbe
+from tests.system.helpers import (
+    ArmdProcess,
+    Hand,
+    Rig,
+    armd_command,
+    attach_diagnostics,
+    start_rig,
+    write_leader_config,
+)
+from tests.system.probe import (
+    FINAL,
+    WAIT_S,
+    MqttProbe,
+    at_rest,
+    contract_violations,
+    joint_positions,
+)
 
 pytestmark = pytest.mark.skipif(
     "stream" not in ArmConfig.model_fields,
@@ -34,6 +52,13 @@ AMPLITUDE = np.array([0.4, 0.25, -0.3])  # rad
 FREQUENCY_HZ = 0.4  # peak 1.0 rad/s and 2.5 rad/s²: within the follower's limits
 MOTION_S = 5.0
 HAND_HZ = 50.0
+PEAK_VELOCITY = 1.0  # rad/s, the script's fastest joint
+READ_HZ = 100  # the leader's --rate: a stream message every 10 ms
+TELEMETRY_HZ = 25  # config/sim.yaml: a state every 40 ms
+# s: the lag the follower's jerk-limited filter alone would leave without the leader's velocities
+# (docs/teleoperation.md: ~100 ms); with them it is ~8 ms (docs/performance.md, bench/stream.py).
+LAG_S = 0.1
+ERROR = 0.1  # rad at the best lag, while moving at up to PEAK_VELOCITY
 
 
 def script(t: float) -> np.ndarray:
@@ -44,16 +69,20 @@ def script(t: float) -> np.ndarray:
 
 
 class ScriptedHand(threading.Thread):
-    """Moves the leader through `script` at `HAND_HZ`, recording when it started."""
+    """Moves the leader through `script` at `HAND_HZ`, recording when it started and the longest
+    it was held back beyond its period (`late_s`)."""
 
     def __init__(self, hand: Hand) -> None:
         super().__init__(name="scripted-hand", daemon=True)
         self.hand = hand
         self.start_time = math.nan
+        self.late_s = 0.0
 
     def run(self) -> None:
-        self.start_time = start = time.monotonic()
-        while (t := time.monotonic() - start) <= MOTION_S + 0.2:
+        self.start_time = start = last = time.monotonic()
+        while (now := time.monotonic()) - start <= MOTION_S + 0.2:
+            self.late_s = max(self.late_s, now - last - 1.0 / HAND_HZ)
+            last, t = now, now - start
             self.hand.put(**dict(zip(DEVICES, script(t).tolist(), strict=True)))
             time.sleep(1.0 / HAND_HZ)
 
@@ -77,13 +106,54 @@ def tracking(states: list[dict[str, Any]], start: float) -> tuple[float, float]:
     return float(lags[best]), errors[best]
 
 
+def worst_stall_s(probe: MqttProbe, since: int, hand: ScriptedHand, stalls: StallProbe) -> float:
+    """The longest the machine held a hop of the stream back during the motion (s): the hand's
+    own lateness, the `StallProbe`'s beside it, and how much longer than their period
+    the gaps between the leader's stream messages (through the broker) and between the follower's
+    states (from its network side, through the broker) grew at the test's client."""
+    start = hand.start_time
+    during = [m for m in probe.messages[since:] if start <= m.received <= start + MOTION_S]
+
+    def late_s(topic: str, period_s: float) -> float:
+        times = [m.received for m in during if m.topic == topic]
+        return max(np.diff(times), default=period_s) - period_s
+
+    hops = (late_s("stream", 1 / READ_HZ), late_s("state", 1 / TELEMETRY_HZ))
+    return max(hand.late_s, stalls.worst_s, *hops)
+
+
+@pytest.fixture(scope="module")
+def shared_follower(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
+    # a generous stream timeout: on a loaded 2-core machine the leader (normal priority) may
+    # stall for more than the default 0.1 s, which stops the follower (correctly, but it is
+    # not what these tests are about)
+    directory = tmp_path_factory.mktemp("follower")
+    with MosquittoBroker(directory / "mosquitto") as broker:
+        rig = start_rig(
+            directory, broker, overrides={"stream": {"enabled": True, "timeout_s": 0.5}}
+        )
+        yield rig
+        rig.close()
+
+
+@pytest.fixture
+def follower(shared_follower: Rig, request: pytest.FixtureRequest) -> Rig:
+    """The module's follower daemon, alive and at rest."""
+    attach_diagnostics(request, shared_follower)
+    assert shared_follower.daemon.running, shared_follower.daemon.output()
+    shared_follower.probe.wait_state(lambda s: at_rest(s, tolerance=0.01), what="at rest")
+    return shared_follower
+
+
 @pytest.fixture
 def leader_process(tmp_path: Path, follower: Rig) -> Iterator[Callable[[], ArmdProcess]]:
     started: list[ArmdProcess] = []
 
     def start() -> ArmdProcess:
         config, _ = write_leader_config(tmp_path / "leader", follower.broker.port)
-        argv = armd_command("leader", "--config", config, "--follower", "ur5-sim", "--rate", "100")
+        argv = armd_command(
+            "leader", "--config", config, "--follower", "ur5-sim", "--rate", str(READ_HZ)
+        )
         process = ArmdProcess(config, tmp_path / "leader.out", argv=argv).start()
         follower.extra.append(process)
         started.append(process)
@@ -92,14 +162,7 @@ def leader_process(tmp_path: Path, follower: Rig) -> Iterator[Callable[[], ArmdP
     yield start
     for process in started:
         process.stop()
-
-
-@pytest.fixture
-def follower(start_arm: Callable[..., Rig]) -> Rig:
-    # a generous stream timeout: on a loaded 2-core machine the leader (normal priority) may
-    # stall for more than the default 0.1 s, which stops the follower (correctly, but it is
-    # not what these tests are about)
-    return start_arm(overrides={"stream": {"enabled": True, "timeout_s": 0.5}})
+        follower.extra.remove(process)
 
 
 def test_the_follower_follows_a_scripted_leader(
@@ -110,13 +173,18 @@ def test_the_follower_follows_a_scripted_leader(
     leader = leader_process()
     probe.wait_status("ur5-leader", final=False, since=since, timeout_s=60.0)  # accepted
     hand = ScriptedHand(Hand(tmp_path / "leader" / "leader-hand.json"))
-    hand.start()
-    hand.join(MOTION_S + 10.0)
-    time.sleep(1.0)  # the follower settles on the leader's last position (home)
+    with StallProbe(late_s=0.01) as stalls:
+        hand.start()
+        hand.join(MOTION_S + 10.0)
+        end = hand.start_time + MOTION_S
+        probe.wait_for(lambda: probe.states(since)[-1]["t"] > end, what="the motion's last state")
 
+    # A stall of the machine (the hand's thread, the broker, the daemon's network side run at
+    # normal priority) delays what the follower sees by as long: the bounds widen by the worst.
     lag, error = tracking(probe.states(since), hand.start_time)
-    assert lag < 0.3, (lag, error)  # read at 100 Hz, a 250 Hz loop: tens of ms in truth
-    assert error < 0.1, (lag, error)  # rad, at that lag, while moving at up to 1 rad/s
+    stall_s = worst_stall_s(probe, since, hand, stalls)
+    assert lag < LAG_S + stall_s, (lag, error, stall_s)
+    assert error < ERROR + PEAK_VELOCITY * stall_s, (lag, error, stall_s)
 
     leader.signal(signal.SIGINT)
     assert leader.wait() == 130, leader.output()
