@@ -35,6 +35,7 @@ from ruckig import (
 )
 
 from armd.errors import ArmdError
+from armd.motion.ruckig_pieces import RuckigPieces
 
 __all__ = [
     "Hold",
@@ -157,17 +158,27 @@ class _RuckigMotion(Motion):
     def __init__(self, trajectory: Trajectory) -> None:
         self._trajectory = trajectory
         self.duration = float(trajectory.duration)
+        self._table: RuckigPieces | None = None
 
     def sample(self, t: float) -> Setpoint:
         p, v, a = self._trajectory.at_time(min(max(t, 0.0), self.duration))
         return Setpoint(np.array(p), np.array(v), np.array(a))
 
     def positions(self, times: Array) -> Array:
-        """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]): for
-        checking the whole motion before the seam (the daemon's collision checks)."""
-        at = self._trajectory.at_time
-        end = self.duration
-        return np.array([at(min(max(float(t), 0.0), end))[0] for t in times])
+        """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]), all at
+        once (`RuckigPieces`, equal to `sample` to rounding): for checking the whole motion
+        before the seam (the daemon's collision checks)."""
+        return self._pieces().states(times)[0]
+
+    def speed_bounds(self, pieces: int) -> tuple[Array, Array]:
+        """(times (m + 1,), bounds (m, n)): each joint's largest |q̇| between consecutive times,
+        over at least `pieces` equal parts of the motion (`RuckigPieces.speed_bounds`)."""
+        return self._pieces().speed_bounds(pieces)
+
+    def _pieces(self) -> RuckigPieces:
+        if self._table is None:  # built on the daemon's first use; the loop never needs it
+            self._table = RuckigPieces(self._trajectory)
+        return self._table
 
 
 class JointMotion(_RuckigMotion):
