@@ -9,6 +9,7 @@ query (`kinematics.collision.compiled`), or at once by `load_collision_kernels`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -180,33 +181,84 @@ class CollisionModel:
         return self._check(qs, bounds)
 
     def check_trajectory(
-        self, positions: TrajectoryFn, duration_s: float, max_velocity: ArrayLike
+        self,
+        positions: TrajectoryFn,
+        duration_s: float,
+        max_velocity: ArrayLike,
+        breaks_s: ArrayLike | None = None,
     ) -> PathCheck:
         """Check a trajectory given as a function: ``positions(t)`` maps times t (N,) in s to
-        configurations (N, dof), its joint speeds never above `max_velocity` (dof,) (rad/s, m/s:
-        the joints' velocity limits). Sampled every Δt such that no point of any link moves more
-        than margin / 2 in Δt at those speeds; the fraction reported is t / duration_s."""
-        velocity = np.abs(np.asarray(max_velocity, dtype=np.float64))
-        if velocity.shape != (self.tree.dof,) or not np.all(np.isfinite(velocity)):
-            raise KinematicsError(
-                f"max_velocity must be {self.tree.dof} finite numbers, got {velocity.tolist()}"
-            )
-        if not (np.isfinite(duration_s) and duration_s >= 0.0):
-            raise KinematicsError(f"duration_s: {duration_s} must be a finite number ≥ 0 (s)")
-        speed = float(np.max(self._weights @ velocity, initial=0.0))  # m/s, the fastest point
-        if self.margin == 0.0 and speed > 0.0:
-            raise KinematicsError("a moving path cannot be sampled with a margin of 0")
-        steps = max(1, int(np.ceil(duration_s * speed / (0.5 * self.margin)))) if speed else 1
-        times = np.linspace(0.0, duration_s, steps + 1)
+        configurations (N, dof). `max_velocity` bounds its joint speeds (rad/s, m/s): (dof,) over
+        the whole trajectory (e.g. the joints' velocity limits), or (m, dof) per piece between
+        the m + 1 non-decreasing `breaks_s` from 0 to `duration_s`. Sampled at `sample_times`: no
+        point of any link moves more than margin / 2 between samples at those speeds; the
+        fraction reported is t / duration_s."""
+        times, steps = self._trajectory_steps(duration_s, max_velocity, breaks_s)
         qs = self.tree.q_vector(np.asarray(positions(times), dtype=np.float64), batch=True)
         if qs.shape[0] != times.shape[0]:
             raise KinematicsError(
                 f"positions(t) returned {qs.shape[0]} configurations for {times.shape[0]} times"
             )
-        bounds = np.ascontiguousarray(
-            np.broadcast_to(velocity * (duration_s / steps), (steps, self.tree.dof))
-        )
-        return self._check(qs, bounds)
+        check = self._check(qs, np.ascontiguousarray(steps))
+        if check.clear or duration_s == 0.0:
+            return check
+        assert check.fraction is not None  # the kernel's: the sample's index / intervals
+        sample = round(check.fraction * (times.shape[0] - 1))
+        return dataclasses.replace(check, fraction=float(times[sample]) / duration_s)
+
+    def sample_times(
+        self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None = None
+    ) -> Array:
+        """The times (s) at which `check_trajectory` samples a trajectory with these speed
+        bounds: each piece cut into the fewest equal steps in which no point of any link moves
+        more than margin / 2 (`reach_weights`)."""
+        return self._trajectory_steps(duration_s, max_velocity, breaks_s)[0]
+
+    def _trajectory_steps(
+        self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None
+    ) -> tuple[Array, Array]:
+        """(times (N,), joint travel bounds (N - 1, dof) between consecutive times)."""
+        breaks, velocity = self._pieces(duration_s, max_velocity, breaks_s)
+        span = np.diff(breaks)
+        speed = np.max(velocity @ self._weights.T, axis=1, initial=0.0)  # m/s per piece
+        if self.margin == 0.0 and np.any(speed > 0.0):
+            raise KinematicsError("a moving path cannot be sampled with a margin of 0")
+        with np.errstate(invalid="ignore", divide="ignore"):
+            steps = np.where(speed > 0.0, np.ceil(span * speed / (0.5 * self.margin)), 1.0)
+        steps = np.maximum(steps, 1.0).astype(np.intp)
+        piece = np.repeat(np.arange(span.shape[0]), steps)
+        first = np.repeat(np.cumsum(steps) - steps, steps)
+        fraction = (np.arange(piece.shape[0]) - first) / steps[piece]
+        times = np.append(breaks[piece] + span[piece] * fraction, breaks[-1])
+        return times, velocity[piece] * (span / steps)[piece, None]
+
+    def _pieces(
+        self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None
+    ) -> tuple[Array, Array]:
+        """Validated (breaks (m + 1,), |velocity| (m, dof)) of `check_trajectory`'s arguments."""
+        if not (np.isfinite(duration_s) and duration_s >= 0.0):
+            raise KinematicsError(f"duration_s: {duration_s} must be a finite number ≥ 0 (s)")
+        velocity = np.abs(np.asarray(max_velocity, dtype=np.float64))
+        dof = self.tree.dof
+        if breaks_s is None:
+            if velocity.shape != (dof,) or not np.all(np.isfinite(velocity)):
+                raise KinematicsError(
+                    f"max_velocity must be {dof} finite numbers, got {velocity.tolist()}"
+                )
+            return np.array([0.0, duration_s]), velocity[None, :]
+        breaks = np.asarray(breaks_s, dtype=np.float64)
+        m = breaks.shape[0] - 1
+        if velocity.shape != (m, dof) or not np.all(np.isfinite(velocity)):
+            raise KinematicsError(
+                f"max_velocity must be ({m}, {dof}) finite numbers (one row per piece between "
+                f"breaks_s), got shape {velocity.shape}"
+            )
+        ordered = breaks.ndim == 1 and m >= 1 and bool(np.all(np.diff(breaks) >= 0.0))
+        if not (ordered and breaks[0] == 0.0 and breaks[-1] == duration_s):
+            raise KinematicsError(
+                f"breaks_s: {breaks.tolist()} must increase from 0 to duration_s {duration_s}"
+            )
+        return breaks, velocity
 
     def _check(self, qs: Array, bounds: Array) -> PathCheck:
         if self.margin == 0.0 and np.any(bounds > 0.0):
