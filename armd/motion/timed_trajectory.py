@@ -236,6 +236,8 @@ class QuinticCurve:
             ),
             axis=1,
         )
+        # The same, power first (6, segments, n): `take` gathers many segments fastest.
+        self._by_power = np.ascontiguousarray(self.coefficients.transpose(1, 0, 2))
 
     @classmethod
     def through(cls, times: Array, positions: Array, velocities: Array | None) -> QuinticCurve:
@@ -256,10 +258,8 @@ class QuinticCurve:
         t = np.clip(t, 0.0, float(times[-1]))
         i = np.minimum(np.searchsorted(times, t, side="right") - 1, times.shape[0] - 2)
         tau = (t - times[i])[:, None]
-        c = self.coefficients[i]  # (k, 6, n)
-        q: Array = c[:, 0] + tau * (
-            c[:, 1] + tau * (c[:, 2] + tau * (c[:, 3] + tau * (c[:, 4] + tau * c[:, 5])))
-        )
+        c = self._by_power.take(i, axis=1)  # (6, k, n)
+        q: Array = c[0] + tau * (c[1] + tau * (c[2] + tau * (c[3] + tau * (c[4] + tau * c[5]))))
         return q
 
     def speed_bounds(self, pieces: int) -> tuple[Array, Array]:

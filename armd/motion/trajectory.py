@@ -168,7 +168,7 @@ class _RuckigMotion(Motion):
         """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]), all at
         once (`RuckigPieces`, equal to `sample` to rounding): for checking the whole motion
         before the seam (the daemon's collision checks)."""
-        return self._pieces().states(times)[0]
+        return self._pieces().positions(times)
 
     def speed_bounds(self, pieces: int) -> tuple[Array, Array]:
         """(times (m + 1,), bounds (m, n)): each joint's largest |q̇| between consecutive times,
