@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kinematics.collision import _layout as lay
-from kinematics.collision.bodies import reach_weights
+from kinematics.collision.bodies import pair_reach_weights, reach_weights
 from kinematics.collision.compiled import CollisionKernels, load_collision_kernels
 from kinematics.collision.packing import pack_pairs, pack_shapes
 from kinematics.collision.pairs import SAMPLES, check_allowed_names, select_pairs
@@ -84,6 +84,9 @@ class CollisionModel:
         )
         self._names = [(p.a, p.b) for p in self.checked_pairs]
         self._pairs = pack_pairs(self._names, self._owned, self._shapes)
+        relative = pair_reach_weights(tree, self._weights, self._names)
+        self._pair_weights = np.ascontiguousarray(relative[self._pairs[:, lay.PAIR_ID]])
+        self._pair_weights.flags.writeable = False
 
     @classmethod
     def from_dict(cls, tree: KinematicTree, data: Mapping[str, Any]) -> CollisionModel:
@@ -270,6 +273,7 @@ class CollisionModel:
             self._shapes,
             self._pairs,
             self._weights,
+            self._pair_weights,
             qs,
             bounds,
             self.margin,
