@@ -15,7 +15,7 @@ import yaml
 
 from kinematics import KinematicTree, load_tree, solve_ik
 from kinematics.collision import Capsule, CollisionModel, spec_from_dict
-from kinematics.collision.bodies import shape_points
+from kinematics.collision.bodies import pair_reach_weights, shape_points
 from kinematics.collision.mesh_fit import read_mesh_vertices
 from kinematics.collision.urdf_collision import resolve_mesh_path
 from kinematics.errors import KinematicsError
@@ -343,3 +343,58 @@ def test_bad_speed_bounds_per_piece_are_refused(
     _, model = ur5
     with pytest.raises(KinematicsError, match=re.escape(message)):
         model.check_trajectory(lambda t: np.zeros((len(t), 6)), 2.0, velocity, breaks)
+
+
+def test_a_pair_s_distance_changes_no_more_than_its_relative_reach(
+    arm: tuple[str, KinematicTree, CollisionModel],
+) -> None:
+    """The bound that lets a path check skip a pair: for random configurations and joint steps
+    (up to 0.3 rad or m), every checked pair's distance changes by at most its relative reach
+    weights · |Δq|, which count only the joints above one of its two links; the joints above
+    both count for nothing (checked on pairs that have such joints)."""
+    _, tree, model = arm
+    names = list(model.pair_names)
+    relative = pair_reach_weights(tree, model.reach_weights, names)
+    rng = np.random.default_rng(12)
+    lower, upper = tree.limits.lower, tree.limits.upper
+    q = rng.uniform(lower, upper, (300, tree.dof))
+    step = rng.uniform(-0.3, 0.3, (300, tree.dof))
+    change = np.abs(model.distances_batch(q + step) - model.distances_batch(q))
+    assert np.all(change <= np.abs(step) @ relative.T + 1e-12)
+    index = {name: i for i, name in enumerate(tree.link_names)}
+    absolute = np.array(
+        [model.reach_weights[index[a]] + model.reach_weights[index.get(b, 0)] * (b in index)
+         for a, b in names]
+    )  # fmt: skip
+    assert np.any(relative.sum(axis=1) < absolute.sum(axis=1) - 1e-9)
+
+
+def test_skipping_pairs_proven_clear_changes_no_result(
+    ur5: tuple[KinematicTree, CollisionModel],
+) -> None:
+    """Random trajectories through the workspace: the first sample closer than the margin, its
+    pair and distance are those of every pair evaluated at every one of the same samples."""
+    tree, model = ur5
+    rng = np.random.default_rng(21)
+    home = tree.q_from_mapping(_poses("sim.yaml")["home"])
+    found = 0
+    for _ in range(20):
+        ends = home + rng.normal(size=(2, tree.dof)) * 0.8
+        speed = np.abs(ends[1] - ends[0]) / 2.0
+
+        def positions(t: np.ndarray, ends: np.ndarray = ends) -> np.ndarray:
+            u = 0.5 - 0.5 * np.cos(np.pi * np.clip(t / 2.0, 0.0, 1.0))  # peak speed π/2 × mean
+            return ends[0] + u[:, None] * (ends[1] - ends[0])
+
+        result = model.check_trajectory(positions, 2.0, speed * np.pi / 2)
+        times = model.sample_times(2.0, speed * np.pi / 2)
+        every = model.distances_batch(positions(times))
+        close = np.argwhere(every < model.margin)
+        assert result.clear == (close.size == 0)
+        if close.size:
+            found += 1
+            sample, pair = close[0]
+            assert result.fraction == pytest.approx(times[sample] / 2.0, abs=1e-12)
+            assert result.pair == model.pair_names[pair]
+            assert result.distance == pytest.approx(every[sample, pair], abs=1e-12)
+    assert 0 < found < 20
