@@ -18,7 +18,9 @@ import math
 import numba as nb
 import numpy as np
 
-from kinematics._kernels import all_finite, translation_of, tree_fk
+from kinematics._kernels import all_finite, apply_motion, dq_mul_into, translation_of, tree_fk
+from kinematics._layout import CONSTANT, OFFSET, ORIGIN, PARENT, QIDX, SCALE
+from kinematics._layout import KIND as TREE_KIND
 from kinematics.collision._layout import (
     BOX,
     HALF,
@@ -63,7 +65,33 @@ def _frames(tree, q, dqs, rot, trans):
     (n_links, 8): scratch). False if q is not finite."""
     if not tree_fk(tree, q, dqs):
         return False
-    for i in range(tree.shape[0]):
+    _matrices(dqs, rot, trans, tree.shape[0] - 1)
+    return True
+
+
+@_jit
+def _frames_upto(tree, q, dqs, rot, trans, upto):
+    """`_frames` of the links in rows 0..upto only (a tree array lists parents first), for a
+    finite q: as `tree_fk`, stopping there."""
+    identity = np.zeros(8)
+    identity[0] = 1.0
+    tmp = np.empty(8)
+    for i in range(upto + 1):
+        row = tree[i]
+        parent = int(row[PARENT])
+        base = identity if parent < 0 else dqs[parent]
+        if row[TREE_KIND] == CONSTANT:
+            dq_mul_into(base, row[ORIGIN : ORIGIN + 8], dqs[i])
+        else:
+            dq_mul_into(base, row[ORIGIN : ORIGIN + 8], tmp)
+            apply_motion(row, row[SCALE] * q[int(row[QIDX])] + row[OFFSET], tmp, dqs[i])
+    _matrices(dqs, rot, trans, upto)
+
+
+@_jit
+def _matrices(dqs, rot, trans, upto):
+    """rot and trans of rows 0..upto from their unit dual quaternions."""
+    for i in range(upto + 1):
         w, x, y, z = dqs[i, 0], dqs[i, 1], dqs[i, 2], dqs[i, 3]
         rot[i, 0, 0] = 1.0 - 2.0 * (y * y + z * z)
         rot[i, 0, 1] = 2.0 * (x * y - w * z)
@@ -75,7 +103,6 @@ def _frames(tree, q, dqs, rot, trans):
         rot[i, 2, 1] = 2.0 * (y * z + w * x)
         rot[i, 2, 2] = 1.0 - 2.0 * (x * x + y * y)
         translation_of(dqs[i], trans[i])
-    return True
 
 
 @_jit
@@ -90,33 +117,57 @@ def _transform_point(rot, trans, link, shapes, s, col, world):
 
 @_jit
 def _place(shapes, rot, trans, world, wrot):
-    """world (S, SROW) and wrot (S, 3, 3): every shape in the root frame (scalar indexing: an
-    array view per shape would cost reference counting)."""
+    """world (S, SROW) and wrot (S, 3, 3): every shape in the root frame."""
     for s in range(shapes.shape[0]):
-        world[s, KIND] = shapes[s, KIND]
-        world[s, LINK] = shapes[s, LINK]
-        world[s, RADIUS] = shapes[s, RADIUS]
-        link = int(shapes[s, LINK])
-        if link < 0:  # the environment: already in the root frame
-            for i in range(3):
-                world[s, P0 + i] = shapes[s, P0 + i]
-                world[s, P1 + i] = shapes[s, P1 + i]
-                world[s, HALF + i] = shapes[s, HALF + i]
-                for j in range(3):
-                    wrot[s, i, j] = shapes[s, ROT + 3 * i + j]
-            continue
-        _transform_point(rot, trans, link, shapes, s, P0, world)
-        if shapes[s, KIND] == SEGMENT:
-            _transform_point(rot, trans, link, shapes, s, P1, world)
-            continue
+        _place_shape(shapes, s, rot, trans, world, wrot)
+
+
+@_jit
+def _place_shape(shapes, s, rot, trans, world, wrot):
+    """Shape s in the root frame (scalar indexing: an array view per shape would cost reference
+    counting)."""
+    world[s, KIND] = shapes[s, KIND]
+    world[s, LINK] = shapes[s, LINK]
+    world[s, RADIUS] = shapes[s, RADIUS]
+    link = int(shapes[s, LINK])
+    if link < 0:  # the environment: already in the root frame
         for i in range(3):
+            world[s, P0 + i] = shapes[s, P0 + i]
+            world[s, P1 + i] = shapes[s, P1 + i]
             world[s, HALF + i] = shapes[s, HALF + i]
             for j in range(3):
-                wrot[s, i, j] = (
-                    rot[link, i, 0] * shapes[s, ROT + j]
-                    + rot[link, i, 1] * shapes[s, ROT + 3 + j]
-                    + rot[link, i, 2] * shapes[s, ROT + 6 + j]
-                )
+                wrot[s, i, j] = shapes[s, ROT + 3 * i + j]
+        return
+    _transform_point(rot, trans, link, shapes, s, P0, world)
+    if shapes[s, KIND] == SEGMENT:
+        _transform_point(rot, trans, link, shapes, s, P1, world)
+        return
+    for i in range(3):
+        world[s, HALF + i] = shapes[s, HALF + i]
+        for j in range(3):
+            wrot[s, i, j] = (
+                rot[link, i, 0] * shapes[s, ROT + j]
+                + rot[link, i, 1] * shapes[s, ROT + 3 + j]
+                + rot[link, i, 2] * shapes[s, ROT + 6 + j]
+            )
+
+
+@_jit
+def _place_needed(tree, shapes, pairs, slack, q, scratch, needed):
+    """Place only the shapes of the pairs with slack < 0, computing the frames only as far down
+    the tree as their links (q finite; needed (S,): scratch)."""
+    world, wrot, dqs, rot, trans = scratch[0], scratch[1], scratch[2], scratch[3], scratch[4]
+    needed[:] = False
+    upto = -1
+    for k in range(pairs.shape[0]):
+        if slack[k] < 0.0:
+            for s in (pairs[k, PAIR_A], pairs[k, PAIR_B]):
+                needed[s] = True
+                upto = max(upto, int(shapes[s, LINK]))
+    _frames_upto(tree, q, dqs, rot, trans, upto)
+    for s in range(shapes.shape[0]):
+        if needed[s]:
+            _place_shape(shapes, s, rot, trans, world, wrot)
 
 
 @_jit
@@ -343,6 +394,7 @@ def check_path(tree, shapes, pairs, weights, pair_weights, qs, bounds, margin, r
     n_pairs = pairs.shape[0]
     slack = np.full(n_pairs, -1.0)  # a lower bound of (distance - margin); < 0: evaluate
     change = np.empty(n_pairs)
+    needed = np.empty(shapes.shape[0], dtype=np.bool_)
     none = np.empty((0, 6))
     step = np.empty(qs.shape[1])
     result[:] = 0.0
@@ -373,7 +425,7 @@ def check_path(tree, shapes, pairs, weights, pair_weights, qs, bounds, margin, r
             result[R_SAMPLES] += 1.0
             if least >= 0.0:
                 continue
-            _placed(tree, shapes, step, scratch)
+            _place_needed(tree, shapes, pairs, slack, step, scratch, needed)
             hit = _shape_pairs(world, wrot, pairs, slack, margin, each, none, out, ts)
             last = n_pairs if hit < 0 else hit + 1
             for p in range(last):
