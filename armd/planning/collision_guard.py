@@ -112,6 +112,9 @@ class CollisionGuard:
         total = sum(s.duration for s in segments) or 1.0
         elapsed = 0.0
         for segment in segments:
+            if not segment.velocity.any():  # it holds where the last one ended, checked already
+                elapsed += segment.duration
+                continue
             check = self._check(segment)
             if not check.clear:
                 assert check.fraction is not None
