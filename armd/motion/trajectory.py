@@ -49,6 +49,7 @@ __all__ = [
     "TimedPath",
     "path_derivative_bound",
     "path_positions",
+    "path_speed_bounds",
     "plan_path",
 ]
 
@@ -275,6 +276,23 @@ def path_positions(waypoints: Array, s: Array) -> Array:
 def path_derivative_bound(waypoints: Array) -> Array:
     """A bound of |dq/ds| per joint along `PathMotion`'s curve through `waypoints`."""
     return _derivative_bounds(waypoints)[0]
+
+
+def path_speed_bounds(waypoints: Array) -> tuple[Array, Array]:
+    """(s (m,), bounds (m - 1, n)): the largest |dq/ds| per joint on each segment of
+    `PathMotion`'s curve through the m `waypoints`, between their values of s, exactly (to
+    rounding): on a segment dq/ds is a parabola in s (the curve is cubic), largest at an end or
+    at its vertex."""
+    curve = _Hermite(waypoints)
+    segments = np.arange(curve.segments)
+    _, dq0, ddq0 = curve._combine(segments, np.zeros((curve.segments, 1)))
+    _, dq1, ddq1 = curve._combine(segments, np.ones((curve.segments, 1)))
+    s = np.linspace(0.0, 1.0, curve.segments + 1)
+    ends = np.abs(np.stack([dq0, dq1])).max(axis=0)
+    crossing = ddq0 * ddq1 < 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):  # only where the ends' signs differ
+        vertex = dq0 - ddq0 * ddq0 * np.diff(s)[:, None] / (2.0 * (ddq1 - ddq0))
+    return s, np.where(crossing, np.maximum(ends, np.abs(vertex)), ends)
 
 
 def _derivative_bounds(waypoints: Array) -> tuple[Array, Array]:

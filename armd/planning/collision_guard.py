@@ -12,9 +12,10 @@ loop's latest sample, as the loop will plan it:
   to the first point) followed by its curve, sampled in time.
 
 Sampling follows `CollisionModel.check_trajectory`: no point of a link moves more than half the
-margin between samples. A segment sampled in time bounds its joints' speeds piece by piece (its
-own exact bounds: ruckig's constant-jerk phases, the quintic's Bernstein bound, at most the
-joints' velocity limits), so a slow stretch takes fewer samples than a fast one.
+margin between samples. A segment bounds its joints' speeds piece by piece (its own bounds:
+ruckig's constant-jerk phases and the linear goal's cubic segments exactly, the quintic by its
+Bernstein coefficients; in time, at most the joints' velocity limits), so a slow stretch takes
+fewer samples than a fast one.
 
 A refusal is a reason starting with ``collision:`` that names the pair and where:
 ``collision: wrist_3_link with table at 43 % of the path (0.004 m inside the margin)``; the
@@ -38,8 +39,8 @@ from armd.motion.trajectory import (
     JointMotion,
     MotionLimits,
     Setpoint,
-    path_derivative_bound,
     path_positions,
+    path_speed_bounds,
 )
 from kinematics.collision import CollisionModel, PathCheck
 
@@ -133,12 +134,8 @@ class CollisionGuard:
                 self._joint_motion(start, path.positions[0], path.approach),
                 self._timed(curve.positions_at, *curve.speed_bounds(_SPEED_PIECES)),
             ]
-        waypoints = path.waypoints
-        return [
-            _Segment.uniform(
-                lambda s: path_positions(waypoints, s), 1.0, path_derivative_bound(waypoints)
-            )
-        ]
+        waypoints = path.waypoints  # checked along s ∈ [0, 1], |dq/ds| bounded per segment
+        return [_Segment(lambda s: path_positions(waypoints, s), *path_speed_bounds(waypoints))]
 
     def _joint_motion(self, start: Setpoint, target: Array, limits: MotionLimits) -> _Segment:
         """The loop's `JointMotion` from `start`: a straight line from rest (phase

@@ -27,6 +27,7 @@ from armd.motion.trajectory import (  # the planner's and the loop's halves of a
     StopMotion,
     _derivative_bounds,
     _Hermite,
+    path_speed_bounds,
     plan_path,
 )
 
@@ -329,3 +330,22 @@ def test_speed_bounds_hold_the_largest_speed_of_every_piece_exactly() -> None:
             step = (times[k + 1] - times[k]) / 2000
             assert np.all(bounds[k] >= speed - 1e-12)
             assert np.all(bounds[k] <= speed + jerk * step * step / 8 + 1e-12)
+
+
+def test_path_speed_bounds_hold_the_largest_derivative_of_every_segment_exactly() -> None:
+    """On each segment of random paths: at least every |dq/ds| of 2001 samples, and no more than
+    their largest plus what the sampling can miss near the parabola's vertex."""
+    rng = np.random.default_rng(13)
+    for _ in range(30):
+        waypoints = np.cumsum(rng.normal(0.0, 0.3, (int(rng.integers(2, 12)), 3)), axis=0)
+        s, bounds = path_speed_bounds(waypoints)
+        assert s.shape[0] == waypoints.shape[0]
+        curve = _Hermite(waypoints)
+        for k in range(s.shape[0] - 1):
+            inside = np.linspace(s[k] + 1e-12, s[k + 1] - 1e-12, 2001)  # on segment k only
+            _, dq, ddq = curve.many(inside)
+            step = (s[k + 1] - s[k]) / 2000
+            third = np.abs(np.diff(ddq, axis=0)).max(axis=0) / step  # |d³q/ds³|, constant here
+            largest = np.abs(dq).max(axis=0)
+            assert np.all(bounds[k] >= largest - 1e-12)
+            assert np.all(bounds[k] <= largest + third * step * step / 8 + 1e-9)
