@@ -47,7 +47,6 @@ __all__ = [
     "Setpoint",
     "StopMotion",
     "TimedPath",
-    "path_derivative_bound",
     "path_positions",
     "path_speed_bounds",
     "plan_path",
@@ -271,11 +270,6 @@ def path_positions(waypoints: Array, s: Array) -> Array:
     """The positions (k, n) of `PathMotion`'s curve through `waypoints` at the k values of the
     path parameter `s` in [0, 1]."""
     return _Hermite(waypoints).many(np.asarray(s, dtype=float))[0]
-
-
-def path_derivative_bound(waypoints: Array) -> Array:
-    """A bound of |dq/ds| per joint along `PathMotion`'s curve through `waypoints`."""
-    return _derivative_bounds(waypoints)[0]
 
 
 def path_speed_bounds(waypoints: Array) -> tuple[Array, Array]:
