@@ -38,7 +38,7 @@ class RuckigPieces:
     def __init__(self, trajectory: Trajectory) -> None:
         sections = trajectory.profiles
         if len(sections) != 1:
-            raise ValueError(f"a trajectory of {len(sections)} sections (waypoints are not used)")
+            raise ValueError(f"ruckig trajectory of {len(sections)} sections: only one is sampled")
         profiles = sections[0]
         n = len(profiles)
         self.duration = float(trajectory.duration)

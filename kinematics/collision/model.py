@@ -250,17 +250,19 @@ class CollisionModel:
                 )
             return np.array([0.0, duration_s]), velocity[None, :]
         breaks = np.asarray(breaks_s, dtype=np.float64)
-        m = breaks.shape[0] - 1
-        if velocity.shape != (m, dof) or not np.all(np.isfinite(velocity)):
-            raise KinematicsError(
-                f"max_velocity must be ({m}, {dof}) finite numbers (one row per piece between "
-                f"breaks_s), got shape {velocity.shape}"
-            )
-        ordered = breaks.ndim == 1 and m >= 1 and bool(np.all(np.diff(breaks) >= 0.0))
+        ordered = breaks.ndim == 1 and breaks.shape[0] >= 2 and bool(np.all(np.diff(breaks) >= 0))
         if not (ordered and breaks[0] == 0.0 and breaks[-1] == duration_s):
             raise KinematicsError(
                 f"breaks_s: {breaks.tolist()} must increase from 0 to duration_s {duration_s}"
             )
+        m = breaks.shape[0] - 1
+        if velocity.shape != (m, dof):
+            raise KinematicsError(
+                f"max_velocity must have one row of {dof} per piece between breaks_s, ({m}, "
+                f"{dof}), got shape {velocity.shape}"
+            )
+        if not np.all(np.isfinite(velocity)):
+            raise KinematicsError(f"max_velocity must be finite, got {velocity.tolist()}")
         return breaks, velocity
 
     def _check(self, qs: Array, bounds: Array) -> PathCheck:

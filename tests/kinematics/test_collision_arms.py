@@ -328,10 +328,15 @@ def test_trajectories_with_speed_bounds_per_piece_sample_each_piece_at_its_own_s
 @pytest.mark.parametrize(
     ("velocity", "breaks", "message"),
     [
-        (np.ones((2, 6)), [0.0, 1.0], "must be (1, 6) finite numbers"),
-        (np.ones((2, 6)), [0.0, 1.0, 3.0], "must increase from 0 to duration_s 2.0"),
+        (np.ones((2, 6)), [0.0, 2.0], "per piece between breaks_s, (1, 6), got shape (2, 6)"),
+        (
+            np.ones((2, 6)),
+            [0.0, 1.0, 3.0],
+            "[0.0, 1.0, 3.0] must increase from 0 to duration_s 2.0",
+        ),
         (np.ones((2, 6)), [0.0, 1.5, 1.0], "must increase from 0 to duration_s 2.0"),
-        (np.full((1, 6), np.nan), [0.0, 2.0], "must be (1, 6) finite numbers"),
+        (np.ones((1, 6)), 2.0, "breaks_s: 2.0 must increase from 0"),
+        (np.full((1, 6), np.nan), [0.0, 2.0], "max_velocity must be finite, got [[nan"),
     ],
 )
 def test_bad_speed_bounds_per_piece_are_refused(
