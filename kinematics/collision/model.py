@@ -213,27 +213,30 @@ class CollisionModel:
         self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None = None
     ) -> Array:
         """The times (s) at which `check_trajectory` samples a trajectory with these speed
-        bounds: each piece cut into the fewest equal steps in which no point of any link moves
-        more than margin / 2 (`reach_weights`)."""
+        bounds: the fewest for which no point of any link moves more than margin / 2 between two
+        of them (`reach_weights`), spaced by the pieces' speeds."""
         return self._trajectory_steps(duration_s, max_velocity, breaks_s)[0]
 
     def _trajectory_steps(
         self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None
     ) -> tuple[Array, Array]:
-        """(times (N,), joint travel bounds (N - 1, dof) between consecutive times)."""
+        """(times (N,), joint travel bounds (N - 1, dof) between consecutive times).
+
+        The bounds integrate to the reach of the fastest point (m, piecewise linear in time)
+        and each joint's travel (rad, m); the times cut the total reach into equal steps of at
+        most margin / 2, so a step may span pieces and no piece costs a sample of its own."""
         breaks, velocity = self._pieces(duration_s, max_velocity, breaks_s)
         span = np.diff(breaks)
         speed = np.max(velocity @ self._weights.T, axis=1, initial=0.0)  # m/s per piece
         if self.margin == 0.0 and np.any(speed > 0.0):
             raise KinematicsError("a moving path cannot be sampled with a margin of 0")
-        with np.errstate(invalid="ignore", divide="ignore"):
-            steps = np.where(speed > 0.0, np.ceil(span * speed / (0.5 * self.margin)), 1.0)
-        steps = np.maximum(steps, 1.0).astype(np.intp)
-        piece = np.repeat(np.arange(span.shape[0]), steps)
-        first = np.repeat(np.cumsum(steps) - steps, steps)
-        fraction = (np.arange(piece.shape[0]) - first) / steps[piece]
-        times = np.append(breaks[piece] + span[piece] * fraction, breaks[-1])
-        return times, velocity[piece] * (span / steps)[piece, None]
+        reach = np.concatenate([[0.0], np.cumsum(speed * span)])  # m, at each break
+        travel = np.vstack([np.zeros(velocity.shape[1]), np.cumsum(velocity * span[:, None], 0)])
+        steps = max(1, int(np.ceil(reach[-1] / (0.5 * self.margin)))) if reach[-1] > 0.0 else 1
+        times = np.interp(np.linspace(0.0, reach[-1], steps + 1), reach, breaks)
+        times[0], times[-1] = 0.0, duration_s
+        at = np.column_stack([np.interp(times, breaks, column) for column in travel.T])
+        return times, np.diff(at, axis=0)
 
     def _pieces(
         self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None

@@ -291,8 +291,9 @@ def test_trajectories_with_speed_bounds_per_piece_sample_each_piece_at_its_own_s
 ) -> None:
     """A fold of the elbow whose speed ramps up and down (s(t) = t² then its mirror): bounded
     per piece, every step between samples keeps every link's points within margin / 2 at the
-    piece's bound, it takes fewer samples than with one bound for the whole trajectory, and it
-    finds the same first contact as the straight path (within a sample of either)."""
+    bounds of the pieces it overlaps, it takes fewer samples than with one bound for the whole
+    trajectory, and it finds the same first contact as the straight path (within a sample of
+    either)."""
     tree, model = ur5
     home = tree.q_from_mapping(_poses("sim.yaml")["home"])
     fold = tree.q_from_mapping({"elbow_joint": 3.1, "shoulder_lift_joint": -1.0}, home)
@@ -310,8 +311,13 @@ def test_trajectories_with_speed_bounds_per_piece_sample_each_piece_at_its_own_s
     speeds = np.maximum(peak[:-1], peak[1:]) * 2.0 / duration  # the largest ṡ per piece
     bounds = speeds[:, None] * np.abs(delta)[None, :]
     times = model.sample_times(duration, bounds, breaks)
-    piece = np.minimum(np.searchsorted(breaks, times[:-1], side="right") - 1, 7)
-    step = np.diff(times)[:, None] * bounds[piece]
+    # Each step's joint travel at the bounds: the pieces it overlaps, each for as long as it does.
+    overlap = np.clip(
+        np.minimum(times[1:, None], breaks[None, 1:]) - np.maximum(times[:-1, None], breaks[:-1]),
+        0.0,
+        None,
+    )
+    step = overlap @ bounds
     assert np.all((step @ model.reach_weights.T).max(axis=1) <= 0.5 * model.margin * (1 + 1e-12))
     uniform = model.sample_times(duration, bounds.max(axis=0))
     assert times.shape[0] < 0.7 * uniform.shape[0]
@@ -323,6 +329,30 @@ def test_trajectories_with_speed_bounds_per_piece_sample_each_piece_at_its_own_s
     reached = float(progress(np.array([result.fraction * duration]))[0])
     assert reached == pytest.approx(straight.fraction, abs=2.0 / straight.samples)
     assert result.q == pytest.approx(positions(np.array([result.fraction * duration]))[0])
+
+
+def test_sample_times_are_the_fewest_that_keep_every_step_within_half_the_margin(
+    ur5: tuple[KinematicTree, CollisionModel],
+) -> None:
+    """Random pieces (some standing still, some of no length): every step's reach at the bounds
+    of the pieces it overlaps is at most margin / 2, and one sample fewer could not do: the
+    count is the total reach over margin / 2, rounded up."""
+    _, model = ur5
+    rng = np.random.default_rng(8)
+    for _ in range(50):
+        m = int(rng.integers(1, 40))
+        breaks = np.concatenate([[0.0], np.cumsum(rng.choice([0.0, 0.05, 0.3], m))])
+        bounds = rng.uniform(0.0, 2.0, (m, 6)) * rng.choice([0.0, 1.0], (m, 1), p=[0.2, 0.8])
+        times = model.sample_times(float(breaks[-1]), bounds, breaks)
+        assert times[0] == 0.0
+        assert times[-1] == breaks[-1]
+        assert np.all(np.diff(times) >= 0.0)
+        ends = np.minimum(times[1:, None], breaks[None, 1:])
+        overlap = np.clip(ends - np.maximum(times[:-1, None], breaks[:-1]), 0.0, None)
+        reach = ((overlap @ bounds) @ model.reach_weights.T).max(axis=1)
+        assert np.all(reach <= 0.5 * model.margin * (1 + 1e-9))
+        total = np.diff(breaks) @ (bounds @ model.reach_weights.T).max(axis=1)
+        assert times.shape[0] - 1 == max(1, int(np.ceil(total / (0.5 * model.margin))))
 
 
 @pytest.mark.parametrize(
