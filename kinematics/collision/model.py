@@ -236,7 +236,16 @@ class CollisionModel:
         times = np.interp(np.linspace(0.0, reach[-1], steps + 1), reach, breaks)
         times[0], times[-1] = 0.0, duration_s
         at = np.column_stack([np.interp(times, breaks, column) for column in travel.T])
-        return times, np.diff(at, axis=0)
+        bounds = np.diff(at, axis=0)
+        # A step within one piece lasts reach / steps / speed: the same bounds for all its steps
+        # (the kernel then reuses what it derived from them), not each rounded differently.
+        first = np.searchsorted(breaks, times[:-1], side="right") - 1
+        last = np.searchsorted(breaks, times[1:], side="left") - 1
+        inside = (first == last) & (first >= 0) & (first < span.shape[0])
+        piece = first[inside]
+        if piece.size and np.all(speed[piece] > 0.0):
+            bounds[inside] = velocity[piece] * (reach[-1] / steps / speed[piece])[:, None]
+        return times, bounds
 
     def _pieces(
         self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None
