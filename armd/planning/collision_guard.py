@@ -80,8 +80,8 @@ class CollisionGuard:
     """Checks planned motions of one arm against its collision `model`."""
 
     def __init__(self, model: CollisionModel, velocity: Array) -> None:
-        """`velocity`: the joints' velocity limits (rad/s or m/s, q order), which every timed
-        trajectory keeps within."""
+        """`velocity`: the joints' velocity limits (rad/s or m/s, q order), within which the loop's
+        limiter keeps every motion: they cap the speed bounds of the segments sampled in time."""
         self.model = model
         self.margin = model.margin
         self.velocity = np.asarray(velocity, dtype=float)
