@@ -39,6 +39,13 @@ Array = NDArray[np.float64]
 _SAMPLES_PER_SEGMENT = 16  # dense samples for the largest derivatives
 _MARGIN = 1.05  # sampling can miss the exact maximum between samples (as `plan_path`)
 _ROUNDING = 1e-9  # rad: positions between knots may round past a limit by this much
+# A quartic Σ g_m τ^m about τ0 + x: d_j = Σ_m C(m, j) τ0^(m - j) g_m (row j, column m); and its
+# Bernstein coefficients on u ∈ [0, 1] from the power ones e_j: b_r = Σ_j C(r, j) / C(4, j) e_j.
+_TAYLOR_SHIFT = np.array([[math.comb(m, j) for m in range(5)] for j in range(5)], dtype=float)
+_SHIFT_POWER = np.maximum(np.arange(5.0)[None, :] - np.arange(5.0)[:, None], 0.0)
+_TO_BERNSTEIN = np.array(
+    [[math.comb(r, j) / math.comb(4, j) for j in range(5)] for r in range(5)], dtype=float
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +236,8 @@ class QuinticCurve:
             ),
             axis=1,
         )
+        # The same, power first (6, segments, n): `take` gathers many segments fastest.
+        self._by_power = np.ascontiguousarray(self.coefficients.transpose(1, 0, 2))
 
     @classmethod
     def through(cls, times: Array, positions: Array, velocities: Array | None) -> QuinticCurve:
@@ -249,11 +258,26 @@ class QuinticCurve:
         t = np.clip(t, 0.0, float(times[-1]))
         i = np.minimum(np.searchsorted(times, t, side="right") - 1, times.shape[0] - 2)
         tau = (t - times[i])[:, None]
-        c = self.coefficients[i]  # (k, 6, n)
-        q: Array = c[:, 0] + tau * (
-            c[:, 1] + tau * (c[:, 2] + tau * (c[:, 3] + tau * (c[:, 4] + tau * c[:, 5])))
-        )
+        c = self._by_power.take(i, axis=1)  # (6, k, n)
+        q: Array = c[0] + tau * (c[1] + tau * (c[2] + tau * (c[3] + tau * (c[4] + tau * c[5]))))
         return q
+
+    def speed_bounds(self, pieces: int) -> tuple[Array, Array]:
+        """(times (m + 1,), bounds (m, n)): a partition of the curve's span into at least
+        `pieces` equal parts, cut further at every knot, and a bound of each joint's |q̇| within
+        each part: the largest Bernstein coefficient of q̇ (a quartic) over the part, which holds
+        the quartic in its convex hull (close to the true largest |q̇| on short parts)."""
+        knots = self.times
+        times = np.union1d(np.linspace(0.0, float(knots[-1]), max(pieces, 1) + 1), knots)
+        start = times[:-1]
+        i = np.minimum(np.searchsorted(knots, start, side="right") - 1, knots.shape[0] - 2)
+        tau = (start - knots[i])[:, None, None]
+        g = self.coefficients[i, 1:] * np.arange(1.0, 6.0)[None, :, None]  # q̇'s, (k, 5, n)
+        # q̇(start + h u) = Σ_j d_j (h u)^j: the quartic's Taylor coefficients d at `start`.
+        shift = _TAYLOR_SHIFT[None] * tau ** _SHIFT_POWER[None]  # (k, 5, 5)
+        scaled = (shift @ g) * np.diff(times)[:, None, None] ** np.arange(5.0)[None, :, None]
+        bernstein = _TO_BERNSTEIN @ scaled
+        return times, np.abs(bernstein).max(axis=1)
 
     def at(self, t: float) -> tuple[Array, Array, Array]:
         """q, q̇, q̈ at time t (clamped to the curve's span)."""

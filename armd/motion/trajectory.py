@@ -35,6 +35,7 @@ from ruckig import (
 )
 
 from armd.errors import ArmdError
+from armd.motion.ruckig_pieces import RuckigPieces
 
 __all__ = [
     "Hold",
@@ -46,8 +47,8 @@ __all__ = [
     "Setpoint",
     "StopMotion",
     "TimedPath",
-    "path_derivative_bound",
     "path_positions",
+    "path_speed_bounds",
     "plan_path",
 ]
 
@@ -157,17 +158,27 @@ class _RuckigMotion(Motion):
     def __init__(self, trajectory: Trajectory) -> None:
         self._trajectory = trajectory
         self.duration = float(trajectory.duration)
+        self._table: RuckigPieces | None = None
 
     def sample(self, t: float) -> Setpoint:
         p, v, a = self._trajectory.at_time(min(max(t, 0.0), self.duration))
         return Setpoint(np.array(p), np.array(v), np.array(a))
 
     def positions(self, times: Array) -> Array:
-        """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]): for
-        checking the whole motion before the seam (the daemon's collision checks)."""
-        at = self._trajectory.at_time
-        end = self.duration
-        return np.array([at(min(max(float(t), 0.0), end))[0] for t in times])
+        """The positions (k, n) at each of the k `times` (s, clamped to [0, duration]), all at
+        once (`RuckigPieces`, equal to `sample` to rounding): for checking the whole motion
+        before the seam (the daemon's collision checks)."""
+        return self._pieces().positions(times)
+
+    def speed_bounds(self, pieces: int) -> tuple[Array, Array]:
+        """(times (m + 1,), bounds (m, n)): each joint's largest |q̇| between consecutive times,
+        over at least `pieces` equal parts of the motion (`RuckigPieces.speed_bounds`)."""
+        return self._pieces().speed_bounds(pieces)
+
+    def _pieces(self) -> RuckigPieces:
+        if self._table is None:  # built on the daemon's first use; the loop never needs it
+            self._table = RuckigPieces(self._trajectory)
+        return self._table
 
 
 class JointMotion(_RuckigMotion):
@@ -261,9 +272,21 @@ def path_positions(waypoints: Array, s: Array) -> Array:
     return _Hermite(waypoints).many(np.asarray(s, dtype=float))[0]
 
 
-def path_derivative_bound(waypoints: Array) -> Array:
-    """A bound of |dq/ds| per joint along `PathMotion`'s curve through `waypoints`."""
-    return _derivative_bounds(waypoints)[0]
+def path_speed_bounds(waypoints: Array) -> tuple[Array, Array]:
+    """(s (m,), bounds (m - 1, n)): the largest |dq/ds| per joint on each segment of
+    `PathMotion`'s curve through the m `waypoints`, between their values of s, exactly (to
+    rounding): on a segment dq/ds is a parabola in s (the curve is cubic), largest at an end or
+    at its vertex."""
+    curve = _Hermite(waypoints)
+    segments = np.arange(curve.segments)
+    _, dq0, ddq0 = curve._combine(segments, np.zeros((curve.segments, 1)))
+    _, dq1, ddq1 = curve._combine(segments, np.ones((curve.segments, 1)))
+    s = np.linspace(0.0, 1.0, curve.segments + 1)
+    ends = np.abs(np.stack([dq0, dq1])).max(axis=0)
+    crossing = ddq0 * ddq1 < 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):  # only where the ends' signs differ
+        vertex = dq0 - ddq0 * ddq0 * np.diff(s)[:, None] / (2.0 * (ddq1 - ddq0))
+    return s, np.where(crossing, np.maximum(ends, np.abs(vertex)), ends)
 
 
 def _derivative_bounds(waypoints: Array) -> tuple[Array, Array]:

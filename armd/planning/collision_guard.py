@@ -12,9 +12,14 @@ loop's latest sample, as the loop will plan it:
   to the first point) followed by its curve, sampled in time.
 
 Sampling follows `CollisionModel.check_trajectory`: no point of a link moves more than half the
-margin between samples. A refusal is a reason starting with ``collision:`` that names the pair
-and where: ``collision: wrist_3_link with table at 43 % of the path (0.004 m inside the
-margin)``; the target is checked first (``... at the target``).
+margin between samples. A segment bounds its joints' speeds piece by piece (its own bounds:
+ruckig's constant-jerk phases and the linear goal's cubic segments exactly, the quintic by its
+Bernstein coefficients; in time, at most the joints' velocity limits), so a slow stretch takes
+fewer samples than a fast one.
+
+A refusal is a reason starting with ``collision:`` that names the pair and where:
+``collision: wrist_3_link with table at 43 % of the path (0.004 m inside the margin)``; the
+target is checked first (``... at the target``).
 
 A start already in contact (the arm was moved there by hand, or the geometry changed) allows only
 motions out of it: every pair in contact at the start must end farther apart than it began and
@@ -34,8 +39,8 @@ from armd.motion.trajectory import (
     JointMotion,
     MotionLimits,
     Setpoint,
-    path_derivative_bound,
     path_positions,
+    path_speed_bounds,
 )
 from kinematics.collision import CollisionModel, PathCheck
 
@@ -44,6 +49,9 @@ __all__ = ["CollisionGuard", "contact_reason"]
 Array = NDArray[np.float64]
 Positions = Callable[[Array], Array]  # times (k,) → configurations (k, n)
 _ESCAPE_SLACK = 1e-6  # m: a pair in contact at the start may not get closer than this on the way
+# A timed segment's speed bounds hold over at least this many equal parts of it (cut further where
+# its polynomial pieces change): each part is sampled at its own largest speed.
+_SPEED_PIECES = 32
 
 
 def contact_reason(a: str, b: str, distance: float, margin: float, where: str) -> str:
@@ -52,20 +60,28 @@ def contact_reason(a: str, b: str, distance: float, margin: float, where: str) -
 
 
 class _Segment:
-    """A piece of a motion: positions over [0, duration] s and a bound of the joints' speeds."""
+    """A piece of a motion: positions over [0, duration] s, and bounds of the joints' speeds
+    (rad/s, m/s): `velocity` (m, n) within each piece between the m + 1 `breaks` (0 to
+    duration)."""
 
-    def __init__(self, positions: Positions, duration: float, velocity: Array) -> None:
+    def __init__(self, positions: Positions, breaks: Array, velocity: Array) -> None:
         self.positions = positions
-        self.duration = duration
+        self.duration = float(breaks[-1])
+        self.breaks = breaks
         self.velocity = velocity
+
+    @classmethod
+    def uniform(cls, positions: Positions, duration: float, velocity: Array) -> _Segment:
+        """A segment whose joint speeds stay within `velocity` (n,) throughout."""
+        return cls(positions, np.array([0.0, duration]), velocity[None, :])
 
 
 class CollisionGuard:
     """Checks planned motions of one arm against its collision `model`."""
 
     def __init__(self, model: CollisionModel, velocity: Array) -> None:
-        """`velocity`: the joints' velocity limits (rad/s or m/s, q order), which every timed
-        trajectory keeps within."""
+        """`velocity`: the joints' velocity limits (rad/s or m/s, q order), within which the loop's
+        limiter keeps every motion: they cap the speed bounds of the segments sampled in time."""
         self.model = model
         self.margin = model.margin
         self.velocity = np.asarray(velocity, dtype=float)
@@ -97,6 +113,9 @@ class CollisionGuard:
         total = sum(s.duration for s in segments) or 1.0
         elapsed = 0.0
         for segment in segments:
+            if not segment.velocity.any():  # it holds where the last one ended, checked already
+                elapsed += segment.duration
+                continue
             check = self._check(segment)
             if not check.clear:
                 assert check.fraction is not None
@@ -111,14 +130,12 @@ class CollisionGuard:
         path = move.path
         if isinstance(path, TimedTrajectory):
             curve = QuinticCurve(path.times, path.positions, path.velocities, path.accelerations)
-            return [  # the curve was time-scaled within the joints' velocity limits
+            return [
                 self._joint_motion(start, path.positions[0], path.approach),
-                _Segment(curve.positions_at, path.duration, self.velocity),
+                self._timed(curve.positions_at, *curve.speed_bounds(_SPEED_PIECES)),
             ]
-        waypoints = path.waypoints
-        return [
-            _Segment(lambda s: path_positions(waypoints, s), 1.0, path_derivative_bound(waypoints))
-        ]
+        waypoints = path.waypoints  # checked along s ∈ [0, 1], |dq/ds| bounded per segment
+        return [_Segment(lambda s: path_positions(waypoints, s), *path_speed_bounds(waypoints))]
 
     def _joint_motion(self, start: Setpoint, target: Array, limits: MotionLimits) -> _Segment:
         """The loop's `JointMotion` from `start`: a straight line from rest (phase
@@ -126,12 +143,19 @@ class CollisionGuard:
         if not (start.velocity.any() or start.acceleration.any()):
             origin = start.position.copy()
             delta = target - origin
-            return _Segment(lambda s: origin + np.outer(s, delta), 1.0, np.abs(delta))
+            return _Segment.uniform(lambda s: origin + np.outer(s, delta), 1.0, np.abs(delta))
         motion = JointMotion(start, target, limits)
-        return _Segment(motion.positions, motion.duration, limits.covering(start).velocity)
+        return self._timed(motion.positions, *motion.speed_bounds(_SPEED_PIECES))
+
+    def _timed(self, positions: Positions, breaks: Array, velocity: Array) -> _Segment:
+        """A segment sampled in time at its own speeds, which the loop's limiter keeps within
+        the joints' velocity limits."""
+        return _Segment(positions, breaks, np.minimum(velocity, self.velocity))
 
     def _check(self, segment: _Segment) -> PathCheck:
-        return self.model.check_trajectory(segment.positions, segment.duration, segment.velocity)
+        return self.model.check_trajectory(
+            segment.positions, segment.duration, segment.velocity, segment.breaks
+        )
 
     def _path_reason(self, check: PathCheck, fraction: float) -> str:
         assert check.pair is not None
@@ -143,11 +167,8 @@ class CollisionGuard:
 
     def _samples(self, segment: _Segment) -> Array:
         """Configurations along `segment`, as densely as `check_trajectory` samples it."""
-        speed = float(np.max(self.model.reach_weights @ segment.velocity, initial=0.0))
-        steps = 1
-        if speed > 0.0 and self.margin > 0.0:
-            steps = max(1, int(np.ceil(segment.duration * speed / (0.5 * self.margin))))
-        return np.asarray(segment.positions(np.linspace(0.0, segment.duration, steps + 1)))
+        times = self.model.sample_times(segment.duration, segment.velocity, segment.breaks)
+        return np.asarray(segment.positions(times))
 
     def _escape(self, start: Array, segments: list[_Segment]) -> str | None:
         """A motion from a start in contact: allowed only out of the contact (module docstring)."""

@@ -2,7 +2,9 @@
 
 Every function returns the signed distance (m: positive apart, negative the penetration depth) and
 writes witness points into ``out[0:3]`` (on the first shape) and ``out[3:6]`` (on the second).
-Capsules and spheres are segments with a radius (a sphere's segment has zero length).
+Capsules and spheres are segments with a radius (a sphere's segment has zero length). Points,
+vectors and half-sizes may be arrays or tuples of 3 numbers: the collision kernels pass tuples read
+from their shape table, since an array view costs the reference counting of its parent.
 
 Exactness (see docs/collision.md):
 - segment/segment and segment/plane, box/plane: exact, apart or penetrating (a capsule is a segment
@@ -74,17 +76,10 @@ def _across(d1x, d1y, d1z, d2x, d2y, d2z, first):
 def segment_segment(p1, q1, r1, p2, q2, r2, out):
     """Signed distance of capsules (p1q1, r1) and (p2q2, r2) (Ericson, Real-Time Collision
     Detection, 5.1.9, for the closest points of the two segments)."""
-    return segment_segment_rows(p1, 0, q1, 0, r1, p2, 0, q2, 0, r2, out)
-
-
-@_jit
-def segment_segment_rows(P1, i1, Q1, j1, r1, P2, i2, Q2, j2, r2, out):
-    """`segment_segment` on points stored at P1[i1:i1+3], Q1[j1:j1+3], ... of 1-D arrays (the
-    kernels pass rows of their shape table: no array view is made, no allocation)."""
-    p1x, p1y, p1z = P1[i1], P1[i1 + 1], P1[i1 + 2]
-    p2x, p2y, p2z = P2[i2], P2[i2 + 1], P2[i2 + 2]
-    d1x, d1y, d1z = Q1[j1] - p1x, Q1[j1 + 1] - p1y, Q1[j1 + 2] - p1z
-    d2x, d2y, d2z = Q2[j2] - p2x, Q2[j2 + 1] - p2y, Q2[j2 + 2] - p2z
+    p1x, p1y, p1z = p1[0], p1[1], p1[2]
+    p2x, p2y, p2z = p2[0], p2[1], p2[2]
+    d1x, d1y, d1z = q1[0] - p1x, q1[1] - p1y, q1[2] - p1z
+    d2x, d2y, d2z = q2[0] - p2x, q2[1] - p2y, q2[2] - p2z
     rx, ry, rz = p1x - p2x, p1y - p2y, p1z - p2z
     a = d1x * d1x + d1y * d1y + d1z * d1z
     e = d2x * d2x + d2y * d2y + d2z * d2z
@@ -147,15 +142,27 @@ def segment_plane(p, q, radius, point, normal, out):
 @_jit
 def box_plane(c, R, h, point, normal, out):
     """Signed distance of a box (centre c, rotation R (3, 3), half-sizes h) above a plane."""
+    return box_plane_flat(c, _flat(R), h, point, normal, out)
+
+
+@_jit
+def box_plane_flat(c, r, h, point, normal, out):
+    """`box_plane` with the rotation as 9 numbers, row-major."""
     lx, ly, lz = c[0], c[1], c[2]  # the lowest corner along the normal
     for i in range(3):
-        up = R[0, i] * normal[0] + R[1, i] * normal[1] + R[2, i] * normal[2]
+        up = r[i] * normal[0] + r[3 + i] * normal[1] + r[6 + i] * normal[2]
         step = h[i] if up > 0.0 else -h[i]
-        lx, ly, lz = lx - step * R[0, i], ly - step * R[1, i], lz - step * R[2, i]
+        lx, ly, lz = lx - step * r[i], ly - step * r[3 + i], lz - step * r[6 + i]
     dist = (lx - point[0]) * normal[0] + (ly - point[1]) * normal[1] + (lz - point[2]) * normal[2]
     out[0], out[1], out[2] = lx, ly, lz
     out[3], out[4], out[5] = lx - dist * normal[0], ly - dist * normal[1], lz - dist * normal[2]
     return dist
+
+
+@_jit
+def _flat(R):
+    """A (3, 3) rotation as 9 numbers, row-major (a tuple: no array)."""
+    return (R[0, 0], R[0, 1], R[0, 2], R[1, 0], R[1, 1], R[1, 2], R[2, 0], R[2, 1], R[2, 2])
 
 
 @_jit
@@ -254,32 +261,39 @@ def _segment_box_sat(m, e, h):
 
 
 @_jit
-def _to_box(R, c, p):
-    """R^T (p - c) as a tuple."""
+def _to_box(r, c, p):
+    """R^T (p - c) as a tuple (r: R row-major)."""
     x, y, z = p[0] - c[0], p[1] - c[1], p[2] - c[2]
     return (
-        R[0, 0] * x + R[1, 0] * y + R[2, 0] * z,
-        R[0, 1] * x + R[1, 1] * y + R[2, 1] * z,
-        R[0, 2] * x + R[1, 2] * y + R[2, 2] * z,
+        r[0] * x + r[3] * y + r[6] * z,
+        r[1] * x + r[4] * y + r[7] * z,
+        r[2] * x + r[5] * y + r[8] * z,
     )
 
 
 @_jit
-def _from_box(R, c, v, out, at):
-    """out[at:at+3] = c + R v (v a tuple in the box's frame)."""
+def _from_box(r, c, v, out, at):
+    """out[at:at+3] = c + R v (v a tuple in the box's frame; r: R row-major)."""
     for i in range(3):
-        out[at + i] = c[i] + R[i, 0] * v[0] + R[i, 1] * v[1] + R[i, 2] * v[2]
+        out[at + i] = c[i] + r[3 * i] * v[0] + r[3 * i + 1] * v[1] + r[3 * i + 2] * v[2]
 
 
 @_jit
 def segment_box(p, q, radius, c, R, h, out):
-    """Signed distance of a capsule (pq, radius) to a box (centre c, rotation R, half-sizes h).
-    Scalar code: one scratch array, no other allocation."""
+    """Signed distance of a capsule (pq, radius) to a box (centre c, rotation R (3, 3),
+    half-sizes h)."""
+    return segment_box_flat(p, q, radius, c, _flat(R), h, out, np.empty(8))
+
+
+@_jit
+def segment_box_flat(p, q, radius, c, R, h, out, ts):
+    """`segment_box` with the rotation R as 9 numbers, row-major, and a scratch ts (8,): scalar
+    code, no allocation."""
     p0 = _to_box(R, c, p)
     q0 = _to_box(R, c, q)
     d = (q0[0] - p0[0], q0[1] - p0[1], q0[2] - p0[2])
     hh = (h[0], h[1], h[2])
-    t, sq = _segment_box_local(p0, d, hh, np.empty(8))
+    t, sq = _segment_box_local(p0, d, hh, ts)
     if sq > _TOUCHING * _TOUCHING:
         s = (p0[0] + t * d[0], p0[1] + t * d[1], p0[2] + t * d[2])
         b = (

@@ -13,6 +13,9 @@ adjacent bodies that are never checked against each other, and how far a link ca
   the travel of prismatic joints between, and the geometry's distance from the last joint's
   origin) — the triangle inequality, valid at every configuration. Mimic joints add to their
   driver's column, scaled by |multiplier|.
+- A pair's *relative* reach weights bound how much its distance can change: joints above both
+  links move them together and change nothing, so only the columns of joints above one of them
+  (below their common ancestor) count, with both links' weights.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from kinematics.errors import ModelError
 from kinematics.motors import ConstantMotor
 from kinematics.tree import KinematicTree
 
-__all__ = ["adjacent_bodies", "bodies", "reach_weights", "shape_points"]
+__all__ = ["adjacent_bodies", "bodies", "pair_reach_weights", "reach_weights", "shape_points"]
 
 Array = NDArray[np.float64]
 
@@ -134,4 +137,37 @@ def reach_weights(tree: KinematicTree, links: Mapping[str, Sequence[Shape]]) -> 
     for i, name in enumerate(tree.link_names):
         if name in links:
             out[i] = _link_weights(tree, name, links[name], limits)
+    return out
+
+
+def pair_reach_weights(
+    tree: KinematicTree, weights: Array, pairs: Sequence[tuple[str, str]]
+) -> Array:
+    """(P, dof): for each pair (a, b) of links or a link and the environment (a name the tree
+    does not have, which never moves), a bound of how much its distance changes for a joint
+    change Δq: ``out[p] · |Δq|`` (m), from `weights` (`reach_weights`)."""
+    packed = tree.packed
+    index = {name: i for i, name in enumerate(tree.link_names)}
+
+    def joints_above(link: str) -> dict[int, set[int]]:
+        """row → its joint column, for the rows from the root to `link` that carry a joint."""
+        rows: dict[int, set[int]] = {}
+        row = index.get(link, -1)
+        while row >= 0:
+            if packed[row, layout.KIND] != layout.CONSTANT:
+                rows[row] = {int(packed[row, layout.QIDX])}
+            row = int(packed[row, layout.PARENT])
+        return rows
+
+    out = np.zeros((len(pairs), tree.dof))
+    for p, (a, b) in enumerate(pairs):
+        above_a, above_b = joints_above(a), joints_above(b)
+        apart = set().union(
+            *(c for r, c in above_a.items() if r not in above_b),
+            *(c for r, c in above_b.items() if r not in above_a),
+        )
+        columns = sorted(apart)
+        out[p, columns] = weights[index[a], columns]
+        if b in index:
+            out[p, columns] += weights[index[b], columns]
     return out

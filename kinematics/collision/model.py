@@ -9,6 +9,7 @@ query (`kinematics.collision.compiled`), or at once by `load_collision_kernels`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -17,7 +18,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from kinematics.collision import _layout as lay
-from kinematics.collision.bodies import reach_weights
+from kinematics.collision.bodies import pair_reach_weights, reach_weights
 from kinematics.collision.compiled import CollisionKernels, load_collision_kernels
 from kinematics.collision.packing import pack_pairs, pack_shapes
 from kinematics.collision.pairs import SAMPLES, check_allowed_names, select_pairs
@@ -83,6 +84,9 @@ class CollisionModel:
         )
         self._names = [(p.a, p.b) for p in self.checked_pairs]
         self._pairs = pack_pairs(self._names, self._owned, self._shapes)
+        relative = pair_reach_weights(tree, self._weights, self._names)
+        self._pair_weights = np.ascontiguousarray(relative[self._pairs[:, lay.PAIR_ID]])
+        self._pair_weights.flags.writeable = False
 
     @classmethod
     def from_dict(cls, tree: KinematicTree, data: Mapping[str, Any]) -> CollisionModel:
@@ -180,33 +184,98 @@ class CollisionModel:
         return self._check(qs, bounds)
 
     def check_trajectory(
-        self, positions: TrajectoryFn, duration_s: float, max_velocity: ArrayLike
+        self,
+        positions: TrajectoryFn,
+        duration_s: float,
+        max_velocity: ArrayLike,
+        breaks_s: ArrayLike | None = None,
     ) -> PathCheck:
         """Check a trajectory given as a function: ``positions(t)`` maps times t (N,) in s to
-        configurations (N, dof), its joint speeds never above `max_velocity` (dof,) (rad/s, m/s:
-        the joints' velocity limits). Sampled every Δt such that no point of any link moves more
-        than margin / 2 in Δt at those speeds; the fraction reported is t / duration_s."""
-        velocity = np.abs(np.asarray(max_velocity, dtype=np.float64))
-        if velocity.shape != (self.tree.dof,) or not np.all(np.isfinite(velocity)):
-            raise KinematicsError(
-                f"max_velocity must be {self.tree.dof} finite numbers, got {velocity.tolist()}"
-            )
-        if not (np.isfinite(duration_s) and duration_s >= 0.0):
-            raise KinematicsError(f"duration_s: {duration_s} must be a finite number ≥ 0 (s)")
-        speed = float(np.max(self._weights @ velocity, initial=0.0))  # m/s, the fastest point
-        if self.margin == 0.0 and speed > 0.0:
-            raise KinematicsError("a moving path cannot be sampled with a margin of 0")
-        steps = max(1, int(np.ceil(duration_s * speed / (0.5 * self.margin)))) if speed else 1
-        times = np.linspace(0.0, duration_s, steps + 1)
+        configurations (N, dof). `max_velocity` bounds its joint speeds (rad/s, m/s): (dof,) over
+        the whole trajectory (e.g. the joints' velocity limits), or (m, dof) per piece between
+        the m + 1 non-decreasing `breaks_s` from 0 to `duration_s`. Sampled at `sample_times`: no
+        point of any link moves more than margin / 2 between samples at those speeds; the
+        fraction reported is t / duration_s."""
+        times, steps = self._trajectory_steps(duration_s, max_velocity, breaks_s)
         qs = self.tree.q_vector(np.asarray(positions(times), dtype=np.float64), batch=True)
         if qs.shape[0] != times.shape[0]:
             raise KinematicsError(
                 f"positions(t) returned {qs.shape[0]} configurations for {times.shape[0]} times"
             )
-        bounds = np.ascontiguousarray(
-            np.broadcast_to(velocity * (duration_s / steps), (steps, self.tree.dof))
-        )
-        return self._check(qs, bounds)
+        check = self._check(qs, np.ascontiguousarray(steps))
+        if check.clear or duration_s == 0.0:
+            return check
+        assert check.fraction is not None  # the kernel's: the sample's index / intervals
+        sample = round(check.fraction * (times.shape[0] - 1))
+        return dataclasses.replace(check, fraction=float(times[sample]) / duration_s)
+
+    def sample_times(
+        self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None = None
+    ) -> Array:
+        """The times (s) at which `check_trajectory` samples a trajectory with these speed
+        bounds: the fewest for which no point of any link moves more than margin / 2 between two
+        of them (`reach_weights`), spaced by the pieces' speeds."""
+        return self._trajectory_steps(duration_s, max_velocity, breaks_s)[0]
+
+    def _trajectory_steps(
+        self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None
+    ) -> tuple[Array, Array]:
+        """(times (N,), joint travel bounds (N - 1, dof) between consecutive times).
+
+        The bounds integrate to the reach of the fastest point (m, piecewise linear in time)
+        and each joint's travel (rad, m); the times cut the total reach into equal steps of at
+        most margin / 2, so a step may span pieces and no piece costs a sample of its own."""
+        breaks, velocity = self._pieces(duration_s, max_velocity, breaks_s)
+        span = np.diff(breaks)
+        speed = np.max(velocity @ self._weights.T, axis=1, initial=0.0)  # m/s per piece
+        if self.margin == 0.0 and np.any(speed > 0.0):
+            raise KinematicsError("a moving path cannot be sampled with a margin of 0")
+        reach = np.concatenate([[0.0], np.cumsum(speed * span)])  # m, at each break
+        travel = np.vstack([np.zeros(velocity.shape[1]), np.cumsum(velocity * span[:, None], 0)])
+        steps = max(1, int(np.ceil(reach[-1] / (0.5 * self.margin)))) if reach[-1] > 0.0 else 1
+        times = np.interp(np.linspace(0.0, reach[-1], steps + 1), reach, breaks)
+        times[0], times[-1] = 0.0, duration_s
+        at = np.column_stack([np.interp(times, breaks, column) for column in travel.T])
+        bounds = np.diff(at, axis=0)
+        # A step within one piece lasts reach / steps / speed: the same bounds for all its steps
+        # (the kernel then reuses what it derived from them), not each rounded differently.
+        first = np.searchsorted(breaks, times[:-1], side="right") - 1
+        last = np.searchsorted(breaks, times[1:], side="left") - 1
+        inside = (first == last) & (first >= 0) & (first < span.shape[0])
+        piece = first[inside]
+        if piece.size and np.all(speed[piece] > 0.0):
+            bounds[inside] = velocity[piece] * (reach[-1] / steps / speed[piece])[:, None]
+        return times, bounds
+
+    def _pieces(
+        self, duration_s: float, max_velocity: ArrayLike, breaks_s: ArrayLike | None
+    ) -> tuple[Array, Array]:
+        """Validated (breaks (m + 1,), |velocity| (m, dof)) of `check_trajectory`'s arguments."""
+        if not (np.isfinite(duration_s) and duration_s >= 0.0):
+            raise KinematicsError(f"duration_s: {duration_s} must be a finite number ≥ 0 (s)")
+        velocity = np.abs(np.asarray(max_velocity, dtype=np.float64))
+        dof = self.tree.dof
+        if breaks_s is None:
+            if velocity.shape != (dof,) or not np.all(np.isfinite(velocity)):
+                raise KinematicsError(
+                    f"max_velocity must be {dof} finite numbers, got {velocity.tolist()}"
+                )
+            return np.array([0.0, duration_s]), velocity[None, :]
+        breaks = np.asarray(breaks_s, dtype=np.float64)
+        ordered = breaks.ndim == 1 and breaks.shape[0] >= 2 and bool(np.all(np.diff(breaks) >= 0))
+        if not (ordered and breaks[0] == 0.0 and breaks[-1] == duration_s):
+            raise KinematicsError(
+                f"breaks_s: {breaks.tolist()} must increase from 0 to duration_s {duration_s}"
+            )
+        m = breaks.shape[0] - 1
+        if velocity.shape != (m, dof):
+            raise KinematicsError(
+                f"max_velocity must have one row of {dof} per piece between breaks_s, ({m}, "
+                f"{dof}), got shape {velocity.shape}"
+            )
+        if not np.all(np.isfinite(velocity)):
+            raise KinematicsError(f"max_velocity must be finite, got {velocity.tolist()}")
+        return breaks, velocity
 
     def _check(self, qs: Array, bounds: Array) -> PathCheck:
         if self.margin == 0.0 and np.any(bounds > 0.0):
@@ -218,6 +287,7 @@ class CollisionModel:
             self._shapes,
             self._pairs,
             self._weights,
+            self._pair_weights,
             qs,
             bounds,
             self.margin,

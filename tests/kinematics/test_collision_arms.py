@@ -5,6 +5,7 @@ brute-force sampling finds."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -14,9 +15,10 @@ import yaml
 
 from kinematics import KinematicTree, load_tree, solve_ik
 from kinematics.collision import Capsule, CollisionModel, spec_from_dict
-from kinematics.collision.bodies import shape_points
+from kinematics.collision.bodies import pair_reach_weights, shape_points
 from kinematics.collision.mesh_fit import read_mesh_vertices
 from kinematics.collision.urdf_collision import resolve_mesh_path
+from kinematics.errors import KinematicsError
 from kinematics.pose import Pose
 from kinematics.quaternion import quat_from_rpy, quat_rotate
 from tests.kinematics.collision_peers import COAL_TOLERANCE, coal_distance, coal_object
@@ -282,3 +284,152 @@ def test_trajectory_functions_are_sampled_from_the_velocity_bound(
     assert result.fraction == pytest.approx(straight.fraction, abs=2.0 / straight.samples)
     free = model.check_trajectory(lambda t: np.tile(home, (len(t), 1)), duration, speed)
     assert free.clear
+
+
+def test_trajectories_with_speed_bounds_per_piece_sample_each_piece_at_its_own_speed(
+    ur5: tuple[KinematicTree, CollisionModel],
+) -> None:
+    """A fold of the elbow whose speed ramps up and down (s(t) = t² then its mirror): bounded
+    per piece, every step between samples keeps every link's points within margin / 2 at the
+    bounds of the pieces it overlaps, it takes fewer samples than with one bound for the whole
+    trajectory, and it finds the same first contact as the straight path (within a sample of
+    either)."""
+    tree, model = ur5
+    home = tree.q_from_mapping(_poses("sim.yaml")["home"])
+    fold = tree.q_from_mapping({"elbow_joint": 3.1, "shoulder_lift_joint": -1.0}, home)
+    duration, delta = 4.0, fold - home
+
+    def progress(t: np.ndarray) -> np.ndarray:  # 0 → 1, speed 0 → 1 / 2 s⁻¹ → 0
+        u = np.clip(t / duration, 0.0, 1.0)
+        return np.where(u < 0.5, 2.0 * u * u, 1.0 - 2.0 * (1.0 - u) ** 2)
+
+    def positions(t: np.ndarray) -> np.ndarray:
+        return home + progress(t)[:, None] * delta
+
+    breaks = np.linspace(0.0, duration, 9)
+    peak = 1.0 - np.abs(np.linspace(-1.0, 1.0, 9))  # s's speed at each break, relative
+    speeds = np.maximum(peak[:-1], peak[1:]) * 2.0 / duration  # the largest ṡ per piece
+    bounds = speeds[:, None] * np.abs(delta)[None, :]
+    times = model.sample_times(duration, bounds, breaks)
+    # Each step's joint travel at the bounds: the pieces it overlaps, each for as long as it does.
+    overlap = np.clip(
+        np.minimum(times[1:, None], breaks[None, 1:]) - np.maximum(times[:-1, None], breaks[:-1]),
+        0.0,
+        None,
+    )
+    step = overlap @ bounds
+    assert np.all((step @ model.reach_weights.T).max(axis=1) <= 0.5 * model.margin * (1 + 1e-12))
+    uniform = model.sample_times(duration, bounds.max(axis=0))
+    assert times.shape[0] < 0.7 * uniform.shape[0]
+    result = model.check_trajectory(positions, duration, bounds, breaks)
+    straight = model.check_path([home, fold])
+    assert not result.clear
+    assert result.fraction is not None
+    assert straight.fraction is not None
+    reached = float(progress(np.array([result.fraction * duration]))[0])
+    assert reached == pytest.approx(straight.fraction, abs=2.0 / straight.samples)
+    assert result.q == pytest.approx(positions(np.array([result.fraction * duration]))[0])
+
+
+def test_sample_times_are_the_fewest_that_keep_every_step_within_half_the_margin(
+    ur5: tuple[KinematicTree, CollisionModel],
+) -> None:
+    """Random pieces (some standing still, some of no length): every step's reach at the bounds
+    of the pieces it overlaps is at most margin / 2, and one sample fewer could not do: the
+    count is the total reach over margin / 2, rounded up."""
+    _, model = ur5
+    rng = np.random.default_rng(8)
+    for _ in range(50):
+        m = int(rng.integers(1, 40))
+        breaks = np.concatenate([[0.0], np.cumsum(rng.choice([0.0, 0.05, 0.3], m))])
+        bounds = rng.uniform(0.0, 2.0, (m, 6)) * rng.choice([0.0, 1.0], (m, 1), p=[0.2, 0.8])
+        times = model.sample_times(float(breaks[-1]), bounds, breaks)
+        assert times[0] == 0.0
+        assert times[-1] == breaks[-1]
+        assert np.all(np.diff(times) >= 0.0)
+        ends = np.minimum(times[1:, None], breaks[None, 1:])
+        overlap = np.clip(ends - np.maximum(times[:-1, None], breaks[:-1]), 0.0, None)
+        reach = ((overlap @ bounds) @ model.reach_weights.T).max(axis=1)
+        assert np.all(reach <= 0.5 * model.margin * (1 + 1e-9))
+        total = np.diff(breaks) @ (bounds @ model.reach_weights.T).max(axis=1)
+        assert times.shape[0] - 1 == max(1, int(np.ceil(total / (0.5 * model.margin))))
+
+
+@pytest.mark.parametrize(
+    ("velocity", "breaks", "message"),
+    [
+        (np.ones((2, 6)), [0.0, 2.0], "per piece between breaks_s, (1, 6), got shape (2, 6)"),
+        (
+            np.ones((2, 6)),
+            [0.0, 1.0, 3.0],
+            "[0.0, 1.0, 3.0] must increase from 0 to duration_s 2.0",
+        ),
+        (np.ones((2, 6)), [0.0, 1.5, 1.0], "must increase from 0 to duration_s 2.0"),
+        (np.ones((1, 6)), 2.0, "breaks_s: 2.0 must increase from 0"),
+        (np.full((1, 6), np.nan), [0.0, 2.0], "max_velocity must be finite, got [[nan"),
+    ],
+)
+def test_bad_speed_bounds_per_piece_are_refused(
+    ur5: tuple[KinematicTree, CollisionModel],
+    velocity: np.ndarray,
+    breaks: list[float],
+    message: str,
+) -> None:
+    _, model = ur5
+    with pytest.raises(KinematicsError, match=re.escape(message)):
+        model.check_trajectory(lambda t: np.zeros((len(t), 6)), 2.0, velocity, breaks)
+
+
+def test_a_pair_s_distance_changes_no_more_than_its_relative_reach(
+    arm: tuple[str, KinematicTree, CollisionModel],
+) -> None:
+    """The bound that lets a path check skip a pair: for random configurations and joint steps
+    (up to 0.3 rad or m), every checked pair's distance changes by at most its relative reach
+    weights · |Δq|, which count only the joints above one of its two links; the joints above
+    both count for nothing (checked on pairs that have such joints)."""
+    _, tree, model = arm
+    names = list(model.pair_names)
+    relative = pair_reach_weights(tree, model.reach_weights, names)
+    rng = np.random.default_rng(12)
+    lower, upper = tree.limits.lower, tree.limits.upper
+    q = rng.uniform(lower, upper, (300, tree.dof))
+    step = rng.uniform(-0.3, 0.3, (300, tree.dof))
+    change = np.abs(model.distances_batch(q + step) - model.distances_batch(q))
+    assert np.all(change <= np.abs(step) @ relative.T + 1e-12)
+    index = {name: i for i, name in enumerate(tree.link_names)}
+    absolute = np.array(
+        [model.reach_weights[index[a]] + model.reach_weights[index.get(b, 0)] * (b in index)
+         for a, b in names]
+    )  # fmt: skip
+    assert np.any(relative.sum(axis=1) < absolute.sum(axis=1) - 1e-9)
+
+
+def test_skipping_pairs_proven_clear_changes_no_result(
+    ur5: tuple[KinematicTree, CollisionModel],
+) -> None:
+    """Random trajectories through the workspace: the first sample closer than the margin, its
+    pair and distance are those of every pair evaluated at every one of the same samples."""
+    tree, model = ur5
+    rng = np.random.default_rng(21)
+    home = tree.q_from_mapping(_poses("sim.yaml")["home"])
+    found = 0
+    for _ in range(20):
+        ends = home + rng.normal(size=(2, tree.dof)) * 0.8
+        speed = np.abs(ends[1] - ends[0]) / 2.0
+
+        def positions(t: np.ndarray, ends: np.ndarray = ends) -> np.ndarray:
+            u = 0.5 - 0.5 * np.cos(np.pi * np.clip(t / 2.0, 0.0, 1.0))  # peak speed π/2 × mean
+            return ends[0] + u[:, None] * (ends[1] - ends[0])
+
+        result = model.check_trajectory(positions, 2.0, speed * np.pi / 2)
+        times = model.sample_times(2.0, speed * np.pi / 2)
+        every = model.distances_batch(positions(times))
+        close = np.argwhere(every < model.margin)
+        assert result.clear == (close.size == 0)
+        if close.size:
+            found += 1
+            sample, pair = close[0]
+            assert result.fraction == pytest.approx(times[sample] / 2.0, abs=1e-12)
+            assert result.pair == model.pair_names[pair]
+            assert result.distance == pytest.approx(every[sample, pair], abs=1e-12)
+    assert 0 < found < 20

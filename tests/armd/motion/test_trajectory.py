@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ruckig import (
+    ControlInterface,
+    InputParameter,
+    Result,
+    Ruckig,
+    Synchronization,
+    Trajectory,
+)
 
 from armd.control.limiter import SetpointLimiter
+from armd.motion.ruckig_pieces import RuckigPieces
 from armd.motion.trajectory import (  # the planner's and the loop's halves of a path motion
     Hold,
     JointMotion,
@@ -18,6 +27,7 @@ from armd.motion.trajectory import (  # the planner's and the loop's halves of a
     StopMotion,
     _derivative_bounds,
     _Hermite,
+    path_speed_bounds,
     plan_path,
 )
 
@@ -241,3 +251,101 @@ def test_limits_covering_a_moving_state_scale_velocity_acceleration_and_jerk_tog
     np.testing.assert_allclose(covered.jerk, [640.0, 1280.0])
     slower = Setpoint(np.zeros(2), np.array([0.5, -1.0]), np.array([-2.0, 0.0]))  # within: k = 1
     np.testing.assert_array_equal(limits.covering(slower).velocity, limits.velocity)
+
+
+def _random_ruckig(rng: np.random.Generator, kind: int) -> Trajectory:
+    """A random ruckig problem of 1-6 joints: kind 0 phase-, 1 time-synchronised position
+    moves, 2 a velocity-interface stop (as `StopMotion`); starts at rest, within the limits, or
+    beyond them (ruckig then brakes first)."""
+    n = int(rng.integers(1, 7))
+    velocity, acceleration = rng.uniform(0.2, 3.0, n), rng.uniform(0.5, 10.0, n)
+    inp = InputParameter(n)
+    inp.max_velocity, inp.max_acceleration = velocity.tolist(), acceleration.tolist()
+    inp.max_jerk = rng.uniform(2.0, 100.0, n).tolist()
+    inp.current_position = rng.uniform(-3.0, 3.0, n).tolist()
+    scale = rng.choice([0.0, 0.5, 1.5])  # 1.5: beyond the limits
+    start_velocity = rng.uniform(-1.0, 1.0, n) * velocity * scale
+    inp.current_acceleration = (rng.uniform(-1.0, 1.0, n) * acceleration * scale).tolist()
+    if kind == 2:
+        inp.control_interface = ControlInterface.Velocity
+        inp.synchronization = Synchronization.No
+        start_velocity = np.clip(start_velocity, -velocity, velocity)
+    else:
+        inp.synchronization = Synchronization.Phase if kind == 0 else Synchronization.Time
+        inp.target_position = rng.uniform(-3.0, 3.0, n).tolist()
+    inp.current_velocity = start_velocity.tolist()
+    inp.target_velocity = [0.0] * n
+    inp.target_acceleration = [0.0] * n
+    trajectory = Trajectory(n)
+    assert Ruckig(n).calculate(inp, trajectory) in (Result.Working, Result.Finished)
+    return trajectory
+
+
+def test_ruckig_pieces_at_many_times_equal_ruckig_s_own_sampling() -> None:
+    """3000 random problems (phase and time synchronisation, velocity-interface stops, with and
+    without brake pre-trajectories), each at 40 random times, its ends and every piece boundary
+    (where a time falls on either side of a phase): positions, velocities and accelerations
+    within 1e-9 of `Trajectory.at_time`."""
+    rng = np.random.default_rng(7)
+    braked = 0
+    worst = 0.0
+    for case in range(3000):
+        trajectory = _random_ruckig(rng, case % 3)
+        braked += any(p.brake.duration > 0.0 for p in trajectory.profiles[0])
+        pieces = RuckigPieces(trajectory)
+        end = trajectory.duration
+        times = np.concatenate([rng.uniform(0.0, end, 40), [0.0, end, end + 1.0], pieces.breaks()])
+        states = np.stack(pieces.states(times), axis=1)  # (k, 3, n)
+        expected = np.array([trajectory.at_time(min(float(t), end)) for t in times])
+        worst = max(worst, float(np.abs(states - expected).max()))
+    assert braked > 300  # the brake pre-trajectory was exercised
+    assert worst <= 1e-9
+
+
+def test_motions_sample_many_times_as_the_loop_samples_one() -> None:
+    moving = Setpoint(np.array([0.0, 1.0, -1.0]), np.array([2.0, -1.0, 0.5]), np.zeros(3))
+    target = np.array([1.0, -1.0, 2.0])
+    for motion in (JointMotion(moving, target, LIMITS), StopMotion(moving, LIMITS)):
+        times = np.linspace(-0.1, motion.duration + 0.1, 301)
+        expected = np.array([motion.sample(float(t)).position for t in times])
+        np.testing.assert_allclose(motion.positions(times), expected, rtol=0.0, atol=1e-12)
+
+
+def test_speed_bounds_hold_the_largest_speed_of_every_piece_exactly() -> None:
+    """Within each part, the bound is at least every sampled |q̇| and no more than the largest of
+    them plus what sampling 2000 times per part can miss near the vertex."""
+    rng = np.random.default_rng(11)
+    for case in range(60):
+        trajectory = _random_ruckig(rng, case % 3)
+        pieces = RuckigPieces(trajectory)
+        times, bounds = pieces.speed_bounds(8)
+        assert times[0] == 0.0
+        assert times[-1] == trajectory.duration
+        assert times.shape[0] >= (9 if trajectory.duration > 0.0 else 2)
+        profiles = trajectory.profiles[0]
+        jerk = max(float(np.abs([*p.j, *p.brake.j]).max()) for p in profiles)
+        for k in range(times.shape[0] - 1):
+            dense = np.linspace(times[k], times[k + 1], 2001)
+            speed = np.abs(pieces.states(dense)[1]).max(axis=0)
+            step = (times[k + 1] - times[k]) / 2000
+            assert np.all(bounds[k] >= speed - 1e-12)
+            assert np.all(bounds[k] <= speed + jerk * step * step / 8 + 1e-12)
+
+
+def test_path_speed_bounds_hold_the_largest_derivative_of_every_segment_exactly() -> None:
+    """On each segment of random paths: at least every |dq/ds| of 2001 samples, and no more than
+    their largest plus what the sampling can miss near the parabola's vertex."""
+    rng = np.random.default_rng(13)
+    for _ in range(30):
+        waypoints = np.cumsum(rng.normal(0.0, 0.3, (int(rng.integers(2, 12)), 3)), axis=0)
+        s, bounds = path_speed_bounds(waypoints)
+        assert s.shape[0] == waypoints.shape[0]
+        curve = _Hermite(waypoints)
+        for k in range(s.shape[0] - 1):
+            inside = np.linspace(s[k] + 1e-12, s[k + 1] - 1e-12, 2001)  # on segment k only
+            _, dq, ddq = curve.many(inside)
+            step = (s[k + 1] - s[k]) / 2000
+            third = np.abs(np.diff(ddq, axis=0)).max(axis=0) / step  # |d³q/ds³|, constant here
+            largest = np.abs(dq).max(axis=0)
+            assert np.all(bounds[k] >= largest - 1e-12)
+            assert np.all(bounds[k] <= largest + third * step * step / 8 + 1e-9)
