@@ -149,8 +149,8 @@ def test_watch_on_a_terminal_then_a_goal_see_the_daemon_stopped(
     start_arm: pytest.FixtureRequest,
 ) -> None:
     """`armd watch` on a terminal shows the state's age grow when the daemon stops; then a goal
-    to the offline arm fails at once, and one to an arm never seen on the broker likewise (one
-    daemon for the three: each needs one that was online and stopped)."""
+    to the offline arm fails at once, and one to an arm never seen on the broker likewise. One
+    daemon for the three: the first two each need one that was online and has stopped."""
     rig: Rig = start_arm()  # type: ignore[operator]
     terminal = Terminal(armd_command("watch", "--config", rig.config), cwd=ROOT)
     try:
