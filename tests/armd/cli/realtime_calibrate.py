@@ -25,8 +25,11 @@ CONTROL_PRIORITY = 50  # armd.config.schema: realtime_priority's default, the co
 
 def at_realtime(pid: int, priority: int = CONTROL_PRIORITY) -> None:
     """Every thread of process `pid` at ``SCHED_FIFO`` `priority` (the threads it starts later
-    inherit it); refused: left as it is."""
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    inherit it); refused, or the process gone (its output says why): left as it is."""
+    tasks: list[Path] = []
+    with contextlib.suppress(FileNotFoundError):
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    for task in tasks:
         with contextlib.suppress(PermissionError, ProcessLookupError):
             os.sched_setscheduler(int(task.name), os.SCHED_FIFO, os.sched_param(priority))
 
