@@ -145,12 +145,9 @@ def test_state_carries_the_daemons_uptime_on_the_clock_of_t(arm: Rig) -> None:
     assert started[0] < time.monotonic()
 
 
-def test_watch_on_a_terminal_then_a_goal_see_the_daemon_stopped(
+def test_watch_on_a_terminal_shows_the_state_age_grow_when_the_daemon_stops(
     start_arm: pytest.FixtureRequest,
 ) -> None:
-    """`armd watch` on a terminal shows the state's age grow when the daemon stops; then a goal
-    to the offline arm fails at once, and one to an arm never seen on the broker likewise. One
-    daemon for the three: the first two each need one that was online and has stopped."""
     rig: Rig = start_arm()  # type: ignore[operator]
     terminal = Terminal(armd_command("watch", "--config", rig.config), cwd=ROOT)
     try:
@@ -162,19 +159,6 @@ def test_watch_on_a_terminal_then_a_goal_see_the_daemon_stopped(
         assert terminal.wait() == 130
     finally:
         terminal.close()
-
-    started = time.monotonic()
-    done = armd("goal", "--config", rig.config, "--timeout", "60", "joints", "elbow_joint=1")
-    assert_one_line_error(done, 1, "arm 'ur5-sim' is offline (armd/ur5-sim/availability)")
-    assert time.monotonic() - started < 30.0  # far from the 60 s timeout, whatever the machine
-
-    other = Path(rig.config).with_name("other.yaml")
-    other.write_text(
-        Path(rig.config).read_text(encoding="utf-8").replace("name: ur5-sim", "name: other"),
-        encoding="utf-8",
-    )
-    never = armd("estop", "--config", other, "engage")
-    assert_one_line_error(never, 1, "arm 'other' has never been online on this broker")
 
 
 def test_watch_prints_plain_lines_when_piped_and_ends_on_ctrl_c(arm: Rig) -> None:
@@ -201,6 +185,23 @@ def test_watch_prints_plain_lines_when_piped_and_ends_on_ctrl_c(arm: Rig) -> Non
         _, err = watcher.communicate(timeout=WAIT_S)
     assert watcher.returncode == 130, err
     assert "Traceback" not in err
+
+
+def test_goal_to_an_offline_arm_fails_at_once(start_arm: pytest.FixtureRequest) -> None:
+    rig: Rig = start_arm()  # type: ignore[operator]
+    assert rig.daemon.stop() == 0
+    started = time.monotonic()
+    done = armd("goal", "--config", rig.config, "--timeout", "60", "joints", "elbow_joint=1")
+    assert_one_line_error(done, 1, "arm 'ur5-sim' is offline (armd/ur5-sim/availability)")
+    assert time.monotonic() - started < 30.0  # far from the 60 s timeout, whatever the machine
+
+    other = Path(rig.config).with_name("other.yaml")
+    other.write_text(
+        Path(rig.config).read_text(encoding="utf-8").replace("name: ur5-sim", "name: other"),
+        encoding="utf-8",
+    )
+    never = armd("estop", "--config", other, "engage")
+    assert_one_line_error(never, 1, "arm 'other' has never been online on this broker")
 
 
 @pytest.mark.parametrize("buffering", ["buffered", "unbuffered"])
