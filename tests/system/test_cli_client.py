@@ -105,7 +105,7 @@ def test_goal_shows_its_progress_while_it_waits(arm: Rig) -> None:
     target = joint_positions(arm.probe.latest_state())["shoulder_pan_joint"] + 1.0
     done = armd(
         "goal", "--config", arm.config, "--id", "cli-slow",
-        "joints", f"shoulder_pan_joint={target}", "--speed", "0.15",
+        "joints", f"shoulder_pan_joint={target}", "--speed", "0.3",
     )  # fmt: skip
     assert done.returncode == 0, done
     progress = done.stderr.splitlines()

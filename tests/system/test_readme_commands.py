@@ -139,7 +139,7 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
                 )  # fmt: skip
                 background.append((command, process))
                 if command.line == "make run":
-                    probe.wait_availability("online", timeout_s=START_S)
+                    _wait_online(probe, background)
                 continue
             done = subprocess.run(
                 run, cwd=workdir, env=env, shell=True, capture_output=True, text=True,
@@ -177,6 +177,15 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
     leader = next(out for line, out in outputs.items() if line.startswith("armd leader"))
     assert '"status": "accepted"' in leader, leader  # Teleoperation: the follower took the stream
     assert "stream ended:" in leader, leader
+
+
+def _wait_online(probe: MqttProbe, background: list[tuple[Command, subprocess.Popen[str]]]) -> None:
+    """Wait for `make run`'s daemon to be online; if it is not, fail with what `make run` said."""
+    try:
+        probe.wait_availability("online", timeout_s=START_S)
+    except AssertionError as exc:
+        said = _stop(background).get("make run", "")
+        raise AssertionError(f"{exc}\n`make run` said:\n{said[-4000:]}") from None
 
 
 def _stop(background: list[tuple[Command, subprocess.Popen[str]]]) -> dict[str, str]:
