@@ -25,6 +25,7 @@ import hashlib
 import importlib.util
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -47,21 +48,25 @@ def drop_stale_entries(kernels: Iterable[Any], report: Callable[[str], None]) ->
     cache folder with its sources; returns how many files were removed. `report` hears which
     modules' entries were removed. Call it before the kernels compile or load.
 
-    Only the files numba names after a module (``<module>.*.nbi``, ``.nbc``) are removed, never
-    another program's in a shared ``$NUMBA_CACHE_DIR``. Where they cannot be removed or the
-    stamp written (`OSError`), numba's cache is disabled for that module's functions in this
-    process, with a warning: they compile in memory, correct but slow, at each start.
+    A warm start only hashes the sources the stamps name (`_stamps_hold`); the sources are read
+    for their imports only when a stamp is missing or differs. Only the files numba names after
+    a module (``<module>.*.nbi``, ``.nbc``) are removed, never another program's in a shared
+    ``$NUMBA_CACHE_DIR``. Where they cannot be removed or the stamp written (`OSError`), numba's
+    cache is disabled for that module's functions in this process, with a warning: they compile
+    in memory, correct but slow, at each start.
     """
-    graph = _import_graph({kernel.py_func.__module__ for kernel in kernels})
+    roots = {kernel.py_func.__module__ for kernel in kernels}
+    if _stamps_hold(roots):
+        return 0
+    graph = _import_graph(roots)
     removed = 0
     for name in sorted(graph):
-        module = sys.modules.get(name)
-        dispatchers = _cached_dispatchers(module) if module is not None else []
-        stamp = _stamp(name, graph)
-        stem = Path(graph[name][0]).stem
+        dispatchers = _cached_dispatchers(name)
+        hashes = {source: graph[source][1] for source in _closure(name, graph)}
+        stamp = _stamp(name, hashes)
         for folder in sorted({Path(d.stats.cache_path) for d in dispatchers}):
             try:
-                removed += _refresh(folder, stem, stamp, name, report)
+                removed += _refresh(folder, _stem(name), stamp, name, report)
             except OSError as exc:
                 _log.warning(
                     "numba's cache %s: cannot remove %s's stale kernels or stamp them (%s): "
@@ -73,6 +78,53 @@ def drop_stale_entries(kernels: Iterable[Any], report: Callable[[str], None]) ->
                 for dispatcher in dispatchers:
                     dispatcher._cache.disable()
     return removed
+
+
+def _stamps_hold(roots: set[str]) -> bool:
+    """Whether the stamp of each of the `roots`, and of each module their stamps name that numba
+    caches, is the stamp of its sources as they are now (files hashed, not parsed: sources whose
+    bytes are those a stamp was written from import what they imported then)."""
+    hashes: dict[str, str] = {}
+    seen: set[str] = set()
+    todo = sorted(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for folder in {Path(d.stats.cache_path) for d in _cached_dispatchers(name)}:
+            try:
+                found = (folder / f"{_stem(name)}{STAMP_SUFFIX}").read_text(encoding="utf-8")
+                sources = [line.split()[1] for line in found.splitlines() if _SOURCE.match(line)]
+                for source in sources:
+                    hashes.setdefault(source, _file_hash(source))
+            except (OSError, UnicodeDecodeError, ImportError):
+                return False
+            if not sources or found != _stamp(name, {s: hashes[s] for s in sources}):
+                return False
+            todo.extend(sources)
+    return True
+
+
+_SOURCE = re.compile(r"^[0-9a-f]{64} \S+$")  # a stamp's line for one source: its SHA-256, its name
+
+
+def _file_hash(name: str) -> str:
+    """The SHA-256 of module `name`'s source file. Raises `ImportError`, `OSError`."""
+    return hashlib.sha256(Path(_source_file(name)).read_bytes()).hexdigest()
+
+
+def _source_file(name: str) -> str:
+    """Module `name`'s source file (imports its parent package). Raises `ImportError`."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
+        raise ImportError(f"kernel module {name!r}: no Python source file found")
+    return spec.origin
+
+
+def _stem(name: str) -> str:
+    """The name numba gives module `name`'s entries: its file's, without ``.py``."""
+    return Path(_source_file(name)).stem
 
 
 def kernel_sources(module: str) -> dict[str, str]:
@@ -118,9 +170,9 @@ def _changes(found: str, stamp: str) -> str:
     return f"{', '.join(named) or 'its stamp'} changed since its kernels were cached"
 
 
-def _stamp(name: str, graph: _Graph) -> str:
+def _stamp(name: str, hashes: dict[str, str]) -> str:
     """The text that stamps `name`'s cached entries: the versions of what compiles them and the
-    SHA-256 of each of its sources, one line each."""
+    SHA-256 of each of its sources (`hashes`, by module name), one line each."""
     import numba  # noqa: PLC0415 (already imported by the kernels)
     import numpy  # noqa: PLC0415
 
@@ -129,7 +181,7 @@ def _stamp(name: str, graph: _Graph) -> str:
         f"python {' '.join(sys.version.split())}",
         f"numba {numba.__version__}",
         f"numpy {numpy.__version__}",
-        *(f"{graph[source][1]} {source}" for source in sorted(_closure(name, graph))),
+        *(f"{hashes[source]} {source}" for source in sorted(hashes)),
     ]
     return "\n".join(lines) + "\n"
 
@@ -155,12 +207,10 @@ def _import_graph(roots: set[str]) -> _Graph:
         name = todo.pop()
         if name in graph:
             continue
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
-            raise ImportError(f"kernel module {name!r}: no Python source file found")
-        source = Path(spec.origin).read_bytes()
-        imported = _imported(name, source, spec.submodule_search_locations is not None, packages)
-        graph[name] = (spec.origin, hashlib.sha256(source).hexdigest(), frozenset(imported))
+        path = _source_file(name)
+        source = Path(path).read_bytes()
+        imported = _imported(name, source, path.endswith("__init__.py"), packages)
+        graph[name] = (path, hashlib.sha256(source).hexdigest(), frozenset(imported))
         todo.extend(imported)
     return graph
 
@@ -206,10 +256,14 @@ def _from_import(base: str, names: list[str]) -> set[str]:
     return submodules | ({base} if len(submodules) < len(names) else set())
 
 
-def _cached_dispatchers(module: Any) -> list[Any]:
-    """The numba functions `module` defines that numba caches (``cache=True``)."""
+def _cached_dispatchers(name: str) -> list[Any]:
+    """The numba functions module `name` defines that numba caches (``cache=True``); none when
+    the module is not imported (only its Python code imports it)."""
     from numba.core.dispatcher import Dispatcher  # noqa: PLC0415 (imported by the kernels)
 
+    module = sys.modules.get(name)
+    if module is None:
+        return []
     return [
         value
         for value in vars(module).values()
