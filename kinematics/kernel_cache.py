@@ -7,9 +7,10 @@ from other modules, inlined or linked, and the constants it imports from them. A
 that changes only a helper (`kinematics.collision._primitive_kernels`, say), numba would serve
 the entry kernels' old code. `drop_stale_entries` runs before the kernels load
 (`kinematics.compiled.compile_entries`): per kernel module, a stamp file beside numba's entries in
-its cache folder (``_kernels.sources`` beside ``_kernels.<function>-<line>.py311.nbi`` and
+its cache folder (``_kernels.py311.sources`` beside ``_kernels.<function>-<line>.py311.nbi`` and
 ``.nbc``) names the SHA-256 of each of its sources; a missing or different stamp means its
-entries are removed, then numba compiles them again and caches them.
+entries are removed, then numba compiles them again and caches them. Like numba's entries, the
+stamps are per Python version, so that two interpreters sharing a folder keep theirs.
 
 Where numba caches is numba's choice (`Dispatcher.stats.cache_path`): ``$NUMBA_CACHE_DIR`` when
 set, else the ``__pycache__`` beside the module when numba can write there, else a per-user
@@ -31,12 +32,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STAMP_SUFFIX", "drop_stale_entries", "kernel_sources"]
+__all__ = ["PYTHON_TAG", "drop_stale_entries", "kernel_sources", "stamp_name"]
 
 _log = logging.getLogger(__name__)
 
-STAMP_SUFFIX = ".sources"
-"""A kernel module's stamp is named after its file, in its cache folder: ``_kernels.sources``."""
+PYTHON_TAG = f"py{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
+"""How numba's entry files name this Python (``_kernels.all_finite-117.py311.nbi``)."""
 
 # module name -> (source file, the file's SHA-256, the modules of the kernels' packages it imports)
 _Graph = dict[str, tuple[str, str, frozenset[str]]]
@@ -94,7 +95,7 @@ def _stamps_hold(roots: set[str]) -> bool:
         seen.add(name)
         for folder in {Path(d.stats.cache_path) for d in _cached_dispatchers(name)}:
             try:
-                found = (folder / f"{_stem(name)}{STAMP_SUFFIX}").read_text(encoding="utf-8")
+                found = (folder / stamp_name(_stem(name))).read_text(encoding="utf-8")
                 sources = [line.split()[1] for line in found.splitlines() if _SOURCE.match(line)]
                 for source in sources:
                     hashes.setdefault(source, _file_hash(source))
@@ -127,6 +128,12 @@ def _stem(name: str) -> str:
     return Path(_source_file(name)).stem
 
 
+def stamp_name(stem: str) -> str:
+    """The stamp's file name, in its cache folder, of the entries of module file `stem` (its
+    name without ``.py``) for this Python: ``_kernels.py311.sources``."""
+    return f"{stem}.{PYTHON_TAG}.sources"
+
+
 def kernel_sources(module: str) -> dict[str, str]:
     """The sources the kernels of `module` are compiled from, by module name: its own file and
     every module of its package it imports, directly or through another; values are the files'
@@ -138,7 +145,7 @@ def kernel_sources(module: str) -> dict[str, str]:
 def _refresh(folder: Path, stem: str, stamp: str, name: str, report: Callable[[str], None]) -> int:
     """Remove `stem`'s entries from `folder` and write `stamp` there, unless the folder's stamp
     already is `stamp`; returns how many files were removed. Raises `OSError`."""
-    path = folder / f"{stem}{STAMP_SUFFIX}"
+    path = folder / stamp_name(stem)
     try:
         found = path.read_text(encoding="utf-8")
     except (FileNotFoundError, UnicodeDecodeError):
@@ -148,7 +155,9 @@ def _refresh(folder: Path, stem: str, stamp: str, name: str, report: Callable[[s
     entries = [
         entry
         for entry in folder.iterdir()
-        if entry.name.startswith(f"{stem}.") and entry.suffix in (".nbi", ".nbc")
+        if entry.name.startswith(f"{stem}.")
+        and f".{PYTHON_TAG}." in entry.name
+        and entry.suffix in (".nbi", ".nbc")
     ]
     for entry in entries:
         entry.unlink(missing_ok=True)  # another process starting may have removed it first

@@ -126,11 +126,12 @@ CAPSULES = textwrap.dedent(
     from kinematics.collision import _layout as lay
     from kinematics.collision._shape_kernels import _segment_segment
     from kinematics.compiled import compile_entries
+    from kinematics.kernel_cache import stamp_name
 
     mode, *blocked = sys.argv[1:]
     folder = Path(_segment_segment.stats.cache_path)
     for stem in blocked:  # a folder where the stamp should be: the stamp cannot be written
-        stamp = folder / f"{stem}.sources"
+        stamp = folder / stamp_name(stem)
         if stamp.is_file():
             stamp.unlink()
         stamp.mkdir(exist_ok=True)
