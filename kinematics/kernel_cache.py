@@ -186,7 +186,7 @@ def _stamp(name: str, hashes: dict[str, str]) -> str:
     import numpy  # noqa: PLC0415
 
     lines = [
-        f"the sources of {name}'s entries in numba's cache",
+        f"the sources of the entries of {name} in numba's cache",
         f"python {' '.join(sys.version.split())}",
         f"numba {numba.__version__}",
         f"numpy {numpy.__version__}",

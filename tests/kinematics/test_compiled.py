@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from kinematics.compiled import _clean_mappings, release_compiler_pages
-from kinematics.kernel_cache import kernel_sources
+from kinematics.kernel_cache import PYTHON_TAG, kernel_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -210,8 +210,10 @@ def test_a_changed_helper_is_compiled_again_where_numba_alone_serves_the_old(
 
     folder = Path(first["folder"])
     others = [
-        folder / "_other_module.f-1.py311.nbi",  # another module's entry in the same folder
-        folder.parent / "elsewhere_0123" / "_shape_kernels.f-1.py311.nbi",  # another program's
+        folder / f"_other_module.f-1.{PYTHON_TAG}.nbi",  # another module's, in the same folder
+        folder / "_shape_kernels.f-1.py30.nbi",  # another Python's (stamped on its own)
+        # another program's, in a shared NUMBA_CACHE_DIR
+        folder.parent / "elsewhere_0123" / f"_shape_kernels.f-1.{PYTHON_TAG}.nbi",
     ]
     for path in others:
         path.parent.mkdir(exist_ok=True)
