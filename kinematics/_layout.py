@@ -16,8 +16,8 @@ A *chain* array is the path from the root to one link, compacted: every constant
 folded into the origin of the next joint, and its last row is a constant motor (the tip).
 A *tree* array has one row per link in topological order (a parent before its children).
 
-The kernels read these names as compile-time constants: numba's cache does not see a change here,
-so changing a value means clearing the cache (`__pycache__/*.nbi`, `*.nbc`).
+The kernels read these names as compile-time constants: numba alone does not see a change here;
+`kinematics.kernel_cache` does, and has the kernels that read them compiled again.
 """
 
 from __future__ import annotations

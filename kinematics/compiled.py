@@ -10,6 +10,12 @@ CPU): next to the sources (``kinematics/__pycache__``) when that folder is writa
 ``$NUMBA_CACHE_DIR`` (the systemd unit sets ``/var/cache/armd``) or a per-user folder. A cold cache
 takes ~30 s on a PC (minutes on a small ARM board); a warm one ~0.5 s. `load_kernels` reports
 through `progress` what it compiles, so that a cold start never looks hung.
+
+numba keys a cached function on the one source file that defines it, yet its machine code holds
+the helpers it calls from other modules and the constants it imports: after an upgrade that
+changes only a helper, numba would serve the old code. So each kernel module's cached entries are
+stamped with every source they are compiled from, and removed before loading when any of those
+changed (`kinematics.kernel_cache`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from kinematics.kernel_cache import drop_stale_entries
 
 __all__ = [
     "COMPILE_ESTIMATE",
@@ -102,6 +110,7 @@ def compile_entries(
     still compiles; `what` names the kernels in the closing line. Imports numba."""
     from numba.core import event  # noqa: PLC0415 (numba is imported only here)
 
+    drop_stale_entries([kernel for kernel, _ in entries.values()], report)
     listener = _cold_cache_listener(report, announcement)
     entry_points: dict[str, Kernel] = {}
     with event.install_listener("numba:compile", listener):

@@ -6,10 +6,9 @@ distances found by `kinematics.collision._shape_kernels`. Nothing compiles on im
 kernel is compiled for the one signature of `ENTRIES` by `kinematics.collision.compiled` (or
 loaded from numba's cache).
 
-numba's cache of these entries is keyed on this file only: after editing
-`kinematics.collision._shape_kernels` or `_primitive_kernels` (or a layout constant, or
-`kinematics._kernels`), clear it (``kinematics/collision/__pycache__/*.nbi``, ``*.nbc``), or the
-entries keep the old code. An install rewrites every file, which clears it.
+numba keys its cache of these entries on this file only, yet they hold the code of
+`kinematics.collision._shape_kernels`, `_primitive_kernels`, `kinematics._kernels` and the layout
+constants: `kinematics.kernel_cache` removes them when any of those changed.
 """
 
 from __future__ import annotations

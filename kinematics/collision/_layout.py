@@ -17,8 +17,8 @@ first), the id of the checked pair (a link pair, or a link and an environment ob
 to, and PAIR_SWAP: 1 when PAIR_A's shape belongs to the checked pair's second name (the witness
 points are then swapped back). A checked pair's distance is the least over its shape pairs.
 
-The kernels read these names as compile-time constants: numba's cache does not see a change here,
-so changing a value means clearing the cache (`__pycache__/*.nbi`, `*.nbc`).
+The kernels read these names as compile-time constants: numba alone does not see a change here;
+`kinematics.kernel_cache` does, and has the kernels that read them compiled again.
 """
 
 from __future__ import annotations
