@@ -23,6 +23,7 @@ from typing import TextIO
 from armd.cli.calibrate.calibrate_session import FIRST_READ_S, MIN_SPAN, Keyboard, Readings
 from armd.config.calibration import position_units
 from armd.config.load import ArmSetup
+from armd.control.timing import raise_priority
 from armd.control.transmission import Transmission
 from armd.errors import ArmdError
 from armd.tools.autocal import (
@@ -58,6 +59,10 @@ async def record_auto(
     units = position_units(setup.tree)
     _plan(out, transmissions, torque, in_nm, settings, units)
     await keyboard.line()
+    # The search reads and commands its devices every tick and gives up on a stale reading: at
+    # the config's real-time priority, as the daemon's control process, a busy machine cannot
+    # delay it into an abort.
+    raise_priority(setup.realtime_priority, "calibrate")
     drivers = {name: s.build() for name, s in setups.items()}
     stops: dict[str, tuple[float, float]] = {}
     async with AsyncExitStack() as stack:

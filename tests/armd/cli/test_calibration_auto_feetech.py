@@ -21,6 +21,7 @@ range is where it rests on the last goal it accepts: its limit's count, read exa
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +33,7 @@ from armd.config.calibration import JointCalibration, read_calibration
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr, counts_to_rad
 from kinematics import load_tree
-from tests.armd.cli.realtime_calibrate import at_realtime, serve_at_realtime
+from tests.armd.cli.realtime_calibrate import serve_at_realtime
 from tests.armd.terminal import Terminal
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -98,14 +99,14 @@ def terminal() -> Iterator[list[Terminal]]:
 
 def calibrate(terminal: list[Terminal], config: Path, *args: str, start: str = "") -> Terminal:
     """``armd calibrate --config CONFIG --auto ARGS`` on a terminal, `start` (a pattern) seen
-    before it waits for Enter; Enter pressed, at real-time priority (`at_realtime`)."""
+    before it waits for Enter; Enter pressed, it runs at the config's real-time priority (as the
+    daemon's control process: `raise_priority`; refused without root or RLIMIT_RTPRIO)."""
     argv = [sys.executable, "-m", "armd", "calibrate", "--config", str(config), "--auto", *args]
     terminal.append(Terminal(argv, ROOT))
     t = terminal[-1]
     if start:
         t.expect(start)
     t.expect("Press Enter to start")
-    at_realtime(t.process.pid)
     t.line()
     return t
 
@@ -125,6 +126,8 @@ def test_an_so101_on_simulated_feetech_servos(
         terminal, config, *chosen, start=r"gripper \(bus/gripper\): torque limit 0\.20 of stall"
     )
     t.expect(r"shoulder_pan: searching the \+ end stop")
+    if os.geteuid() == 0:  # the search at the config's real-time priority (root may have it)
+        assert os.sched_getscheduler(t.process.pid) == os.SCHED_FIFO
     with chain.device(1) as servo:  # lowered from the configured 1.0 to --auto-torque
         assert servo.get(Addr.TORQUE_LIMIT) == 200
     for joint, (low, high) in (("shoulder_pan", STOPS[1]), ("gripper", STOPS[6])):
