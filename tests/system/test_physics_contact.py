@@ -22,8 +22,10 @@ daemon may be late by ~90 ms more before the loop's own following-error check (0
 measured with contact detection off), far beyond what a waking process waits for a core when
 both are busy (the kernel's time slices are a few ms; the delays above, taken with two busy
 loops beside the other tests, show the daemon late by 12 ms at most): the test requires
-``contact``. A host that stalls the daemon longer (a virtual machine's steal time) would still
-stop the arm within 0.2 s, by that check, and fail this test on the fault's code.
+``contact``, unless a `StallProbe` in the test's own process (normal priority, as the daemon)
+saw the machine hold it back 50 ms or more during the sweep (more than half that slack: a
+shared machine under heavier load, or a virtual machine's stalled vCPU); then the loop's
+following-error check may stop the arm first, and either fault must still come within 0.2 s.
 """
 
 from __future__ import annotations
@@ -39,12 +41,14 @@ import pytest
 import yaml
 
 from tests.broker import MosquittoBroker
+from tests.realtime import StallProbe
 from tests.system.helpers import ROOT, START_S, ArmdProcess
 from tests.system.probe import WAIT_S, MqttProbe
 
 CONFIG = ROOT / "config" / "so101_physics.yaml"
 ARM = "so101-physics"
 BOUND_S = 0.2  # strike to fault, the product's bound
+DAEMON_SLACK_S = 0.05  # s: how late the daemon may be before following_error may come first
 REST_VELOCITY = 0.01  # rad/s: at rest (the servos hold within friction / kp)
 
 TOUCH = re.compile(r"mujoco: (\S+) touches block at ([0-9.]+) s")
@@ -115,7 +119,8 @@ def test_the_sweep_into_the_unknown_block_ends_in_a_contact_fault_soon_after_the
     assert ready["status"] == "succeeded", ready
 
     mark = probe.mark()
-    final = probe.run_goal({"id": "s", "type": "named", "name": "past_block", "speed": 0.5})
+    with StallProbe(late_s=DAEMON_SLACK_S) as stalls:  # a normal-priority process's lateness
+        final = probe.run_goal({"id": "s", "type": "named", "name": "past_block", "speed": 0.5})
     assert final["status"] == "aborted", final
     fault = probe.wait_for(lambda: [m.json() for m in probe.on("fault", mark) if m.payload])[0]
     link, strike, code, latched, message = strike_and_fault(daemon, offset)
@@ -123,7 +128,10 @@ def test_the_sweep_into_the_unknown_block_ends_in_a_contact_fault_soon_after_the
     print(f"{link} struck the block; fault {code} {delay * 1e3:.0f} ms later: {message}")
     assert link in ("gripper_link", "moving_jaw_so101_v1_link", "wrist_link"), link
     assert fault["code"] == code
-    assert code == "contact", fault
+    # contact, unless the machine held normal-priority processes (the daemon) back long enough
+    # for the loop's own following-error check to come first (module docstring)
+    expected = {"contact"} if stalls.stalls == 0 else {"contact", "following_error"}
+    assert code in expected, (fault, stalls.stalls, stalls.worst_s)
     # the record's time is truncated to the millisecond: the fault may be up to 1 ms later
     assert delay > 0.0, (delay, message)
     assert delay + 0.001 <= BOUND_S, (delay, message)
