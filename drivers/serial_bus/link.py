@@ -7,8 +7,13 @@ came or its deadline ran out: the request's wire time, then for each device its 
 (`set_return_delay`; the longest known counts) and its reply's wire time, plus `reply_margin_s`
 and twice the USB adapter's latency (`latency_s`). Undecodable bytes are skipped and counted
 (`Reply.corrupt`); what to make of a missing reply is the driver's business, except for
-`command`, an instruction one device must answer (retried `retries` times when it stays silent;
-the cyclic transactions are never retried). What is not configured is found out at `open()`:
+`command`, an instruction one device must answer (configuration: the pings at open, the writes
+of enable and of clearing faults), sent again while the device stays silent: `retries` more times
+at least, and until `COMMAND_PATIENCE_S` has passed since it was first sent: a USB adapter or a
+loaded host can hold a reply up past its deadline of a few ms (a pty, for 30-900 ms), and a count
+of deadlines gave a healthy servo ~15 ms, failing the arm's enable. Only start-up and reset wait
+on it; a silent id costs that long (the control process gives a driver's open 2 s). The cyclic
+transactions are never sent again. What is not configured is found out at `open()`:
 the adapter's latency from the FTDI ``latency_timer`` in sysfs, and a wider reply margin on a
 pseudo-terminal (a simulated chain, a process on the other end).
 
@@ -36,6 +41,7 @@ from drivers.errors import DeviceFaultError, DriverIOError, DriverOpenError, Dri
 from drivers.serial_bus.framing import FrameParser, transaction_time_s
 
 __all__ = [
+    "COMMAND_PATIENCE_S",
     "MAX_RETURN_DELAY_S",
     "PTY_REPLY_MARGIN_S",
     "SERIAL_REPLY_MARGIN_S",
@@ -55,6 +61,8 @@ MAX_RETURN_DELAY_S = 254 * 2e-6
 """The longest Return Delay Time (254 units of 2 µs), assumed until the devices' are known."""
 SERIAL_REPLY_MARGIN_S = 0.002
 PTY_REPLY_MARGIN_S = 0.05
+COMMAND_PATIENCE_S = 0.25
+"""How long a configuration command is sent again while its device stays silent (s)."""
 _PTY_SLAVE_MAJORS = range(136, 144)  # Unix98 pseudo-terminal slaves (/dev/pts/N), Linux
 
 
@@ -188,10 +196,12 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         reply_margin_s: float | None,
         usb_latency_s: float | None = None,
         retries: int,
+        command_patience_s: float = COMMAND_PATIENCE_S,
     ) -> None:
         """`reply_margin_s` None: `SERIAL_REPLY_MARGIN_S`, or `PTY_REPLY_MARGIN_S` when the port
         turns out to be a pseudo-terminal (a simulated chain). `usb_latency_s` None: read the
-        adapter's latency timer from sysfs at `open()`."""
+        adapter's latency timer from sysfs at `open()`. A silent device's `command` is sent
+        `retries` more times at least, and until `command_patience_s` has passed."""
         self.port = port
         self.baudrate = baudrate
         self.latency_s = 0.0 if usb_latency_s is None else usb_latency_s
@@ -199,6 +209,7 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         self._configured_margin_s = reply_margin_s
         self._reply_margin_s = SERIAL_REPLY_MARGIN_S if reply_margin_s is None else reply_margin_s
         self._retries = retries
+        self._command_patience_s = command_patience_s
         self._return_delays: dict[int, float] = {}
         self._port: SerialPort | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -283,17 +294,10 @@ class SerialLink(abc.ABC, Generic[PacketT]):
     async def command(
         self, device: Target, request: bytes, what: str, data_length: int = 0
     ) -> PacketT:
-        """An instruction the device answers; returns its status packet, retrying when it stays
-        silent. Raises `DriverTimeoutError` (silent), `DeviceFaultError` (refused),
-        `DriverIOError` (wrong data length)."""
-        attempts = self._retries + 1
-        for _ in range(attempts):
-            reply = await self.transact(request, (device.id,), data_length)
-            packet = reply.packets.get(device.id)
-            if packet is not None:
-                break
-        else:
-            raise DriverTimeoutError(f"{device}: no answer to {what} ({attempts} attempts)")
+        """An instruction the device answers; returns its status packet, sending it again while
+        the device stays silent (see the module docstring). Raises `DriverTimeoutError`
+        (silent), `DeviceFaultError` (refused), `DriverIOError` (wrong data length)."""
+        packet = await self._answer(device, request, what, data_length)
         refusal = self.refusal(packet)
         if refusal is not None:
             raise DeviceFaultError(f"{device}: {what}: {refusal}")
@@ -301,6 +305,23 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         if len(data) != data_length:
             raise DriverIOError(f"{device}: {what}: {len(data)} bytes, expected {data_length}")
         return packet
+
+    async def _answer(self, device: Target, request: bytes, what: str, data_length: int) -> PacketT:
+        """`device`'s status packet to `request`: sent `retries` + 1 times at least, and again
+        until `command_patience_s` has passed since the first. Raises DriverTimeoutError."""
+        started = time.monotonic()
+        attempts = 0
+        while True:
+            reply = await self.transact(request, (device.id,), data_length)
+            attempts += 1
+            packet = reply.packets.get(device.id)
+            if packet is not None:
+                return packet
+            waited_s = time.monotonic() - started
+            if attempts > self._retries and waited_s >= self._command_patience_s:
+                raise DriverTimeoutError(
+                    f"{device}: no answer to {what} ({attempts} attempts in {waited_s:.2f} s)"
+                )
 
     async def read_item(self, device: Target, address: int, length: int, what: str) -> bytes:
         """`length` bytes from `address`. Raises DriverTimeoutError, DeviceFaultError,
