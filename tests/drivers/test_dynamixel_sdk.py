@@ -20,6 +20,7 @@ from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Addr, Instruction, StatusError
 from drivers.dynamixel.sim import SimulatedDynamixelChain
 from drivers.sim.motor import MotorParams
+from tests.realtime import PtyStallProbe, wait_out_stalls
 
 sdk = pytest.importorskip("dynamixel_sdk")
 
@@ -27,6 +28,8 @@ IDS = (1, 2, 3)
 INITIAL = {1: 0.5, 2: -1.0, 3: 2 * math.pi + 0.25}  # rad
 FAST_MOTOR = MotorParams(max_velocity=40.0, max_acceleration=400.0, counts_per_rev=4096)
 REBOOT_S = 0.05
+STALL_S = 0.01  # a hold-up of the probe's round trip counted as a stall
+SLOW_REBOOT_S = 0.5
 LED = 65
 POSITION_P_GAIN = 84
 PROFILE_VELOCITY = 112
@@ -46,18 +49,28 @@ def chain() -> Iterator[SimulatedDynamixelChain]:
 
 
 @pytest.fixture
-def client(
-    chain: SimulatedDynamixelChain, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Any, Any]]:
-    """The SDK's port (1 Mbps, the chain's rate) and its Protocol 2.0 packet handler."""
-    # The SDK waits 2 × LATENCY_TIMER + 2 ms (34 ms) for a reply, polling in a busy loop that
-    # holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core machine
-    # that budget ran out (a failed CI run). A longer wait changes no reply, only when a missing
-    # one is given up on.
-    monkeypatch.setattr(sdk.port_handler, "LATENCY_TIMER", 100)
+def stalls() -> Iterator[PtyStallProbe]:
+    """The reference of the chain's thread: this process's CPU, interpreter lock and pty path."""
+    with PtyStallProbe(late_s=STALL_S) as probe:
+        yield probe
+
+
+def open_port(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Any:
+    """The SDK's port on the chain at 1 Mbps (the chain's rate). The SDK waits 34 ms for a
+    reply, polling in a loop that holds the interpreter lock the chain's thread needs to answer:
+    on a loaded 2-core machine that ran out (failed CI runs). The wait is the SDK's own plus the
+    stalls the probe measured meanwhile (`wait_out_stalls`): a reply still missing is missing."""
     port = sdk.PortHandler(chain.port)
+    wait_out_stalls(port, stalls)
     assert port.openPort()
     assert port.setBaudRate(1_000_000)
+    return port
+
+
+@pytest.fixture
+def client(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
+    """The SDK's port and its Protocol 2.0 packet handler."""
+    port = open_port(chain, stalls)
     yield port, sdk.PacketHandler(2.0)
     port.closePort()
 
@@ -282,19 +295,31 @@ def test_factory_reset_restores_the_initial_values(
     assert status_error(rxpacket) == StatusError.DATA_RANGE  # not an option
 
 
-def test_reboot_clears_a_hardware_error(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
-) -> None:
-    port, handler = client
+def test_reboot_clears_a_hardware_error(stalls: PtyStallProbe) -> None:
+    # A servo that boots for longer than the default chain's 50 ms, so that the Ping after the
+    # Reboot reaches it while it boots unless the machine held the test up for about as long: an
+    # answer is wrong only if it came sooner than the boot could have ended.
+    with SimulatedDynamixelChain(IDS, reboot_s=SLOW_REBOOT_S) as chain:
+        port = open_port(chain, stalls)
+        try:
+            reboot_clears_a_hardware_error(chain, port, sdk.PacketHandler(2.0))
+        finally:
+            port.closePort()
+
+
+def reboot_clears_a_hardware_error(chain: SimulatedDynamixelChain, port: Any, handler: Any) -> None:
     chain.inject_hardware_error(1, dxl.HardwareError.OVERHEATING)
     value, result, error = handler.read1ByteTxRx(port, 1, Addr.HARDWARE_ERROR_STATUS)
     assert (value, result) == (dxl.HardwareError.OVERHEATING, sdk.COMM_SUCCESS)
     assert error & dxl.ALERT_BIT
     result, error = handler.write1ByteTxRx(port, 1, Addr.TORQUE_ENABLE, 1)
     assert error == dxl.ALERT_BIT | StatusError.RESULT_FAIL
+    rebooting = time.monotonic()
     assert handler.reboot(port, 1) == (sdk.COMM_SUCCESS, dxl.ALERT_BIT)
-    assert handler.ping(port, 1)[1] == sdk.COMM_RX_TIMEOUT  # still booting
-    time.sleep(2 * REBOOT_S)
+    booting = handler.ping(port, 1)[1]  # still booting
+    answered_after_s = time.monotonic() - rebooting
+    assert booting == sdk.COMM_RX_TIMEOUT or answered_after_s >= SLOW_REBOOT_S
+    time.sleep(SLOW_REBOOT_S)  # the boot ends at most that long after the Reboot's reply
     assert handler.read1ByteTxRx(port, 1, Addr.HARDWARE_ERROR_STATUS) == (0, sdk.COMM_SUCCESS, 0)
 
 
