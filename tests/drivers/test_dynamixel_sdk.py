@@ -115,16 +115,22 @@ def test_ping_and_broadcast_ping(client: tuple[Any, Any]) -> None:
     assert found == {device_id: [1020, 46] for device_id in IDS}
 
 
+def collect(port: Any, count: int, stalls: PtyStallProbe) -> list[dxl.Packet]:
+    """Up to `count` status packets read raw from `port`, within 1 s plus the stalls meanwhile."""
+    parser, packets = dxl.PacketParser(), []
+    start = time.monotonic()
+    while len(packets) < count and time.monotonic() - start < 1.0 + stalls.stalled_s(start):
+        packets += parser.feed(bytes(port.readPort(64)))
+    return packets
+
+
 def test_broadcast_ping_answers_in_id_order_each_after_its_return_delay(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    client: tuple[Any, Any], stalls: PtyStallProbe
 ) -> None:
     port, _ = client
     port.clearPort()
     port.writePort(list(dxl.make_ping(dxl.BROADCAST_ID)))
-    parser, packets = dxl.PacketParser(), []
-    deadline = time.monotonic() + 1.0
-    while len(packets) < len(IDS) and time.monotonic() < deadline:
-        packets += parser.feed(bytes(port.readPort(64)))
+    packets = collect(port, len(IDS), stalls)
     assert [p.id for p in packets] == list(IDS)
     assert all(p.error == 0 and p.data == bytes([0xFC, 0x03, 46]) for p in packets)
 
@@ -248,15 +254,14 @@ def test_bulk_write_and_bulk_read_of_different_items(
     assert chain.read_table(2, POSITION_P_GAIN, 2) == bytes([0x34, 0x02])
 
 
-def test_bulk_read_answers_in_the_order_of_the_packet(client: tuple[Any, Any]) -> None:
+def test_bulk_read_answers_in_the_order_of_the_packet(
+    client: tuple[Any, Any], stalls: PtyStallProbe
+) -> None:
     port, _ = client
     params = b"".join(bytes([i]) + dxl.u16(Addr.ID) + dxl.u16(1) for i in (3, 1, 2))
     port.clearPort()
     port.writePort(list(dxl.encode_packet(dxl.BROADCAST_ID, Instruction.BULK_READ, params)))
-    parser, packets = dxl.PacketParser(), []
-    deadline = time.monotonic() + 1.0
-    while len(packets) < 3 and time.monotonic() < deadline:
-        packets += parser.feed(bytes(port.readPort(64)))
+    packets = collect(port, 3, stalls)
     assert [(p.id, p.data) for p in packets] == [(3, b"\x03"), (1, b"\x01"), (2, b"\x02")]
 
 
