@@ -4,12 +4,14 @@ and one Sync Write of their goals per `write()`.
 
 `ServoBusDriver` is a template over `Driver`'s hooks. open() opens the link (`_make_link`), pings
 and identifies every device (silent ids: `DriverTimeoutError`; `_identify`), configures each
-(`_configure`) and logs the cycle's bus time. enable() refuses devices whose status block reports
-a fault (`_block_fault`), prepares each (`_prepare`: goal = present position, limits, watchdog)
-and turns torque on device by device; disable() turns torque off on every device with one Sync
-Write, then verifies (`_torque_check`) and retries one by one. A family supplies its control
-table (`status_block_length`, `goal_position`, `torque_enable_address`), its status block's
-decoding (`_read_blocks`, `_decode`) and its goal encoding (`_goal`).
+(`_configure`) and logs the cycle's bus time. enable() reads every status block (again while
+some are missing, as `SerialLink.command` sends a configuration command again), refuses devices
+whose status block reports a fault (`_block_fault`), prepares each (`_prepare`: goal = present
+position, limits, watchdog) and turns torque on device by device; clear_faults() reads the
+statuses back after the family's `_clear_faults`; disable() turns torque off on every device
+with one Sync Write, then verifies (`_torque_check`) and retries one by one. A family supplies
+its control table (`status_block_length`, `goal_position`, `torque_enable_address`), its status
+block's decoding (`_read_blocks`, `_decode`) and its goal encoding (`_goal`).
 
 A missing, late, corrupt or refused status packet leaves that device's previous state (see
 `drivers.base`) and is counted: `missing_replies` per silent device, `timeouts` per transaction
@@ -309,11 +311,29 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
             self.stats.count_error(None, "timeouts", f"port {port!r}: {what} timed out")
 
     async def _read_all(self, action: str) -> dict[int, BlockT]:
-        blocks = await self._read_blocks()
-        missing = [str(d) for d in self._devices if d.id not in blocks]
-        if missing:
-            raise DriverTimeoutError(f"cannot {action}: no valid status from {', '.join(missing)}")
-        return blocks
+        """Every device's status block, for a configuration step (enable, clearing faults): read
+        again while some are missing, as a configuration command is sent again
+        (`SerialLink.keeps_trying`). Raises DriverTimeoutError."""
+        started, attempts = time.monotonic(), 0
+        blocks: dict[int, BlockT] = {}
+        while True:
+            blocks.update(await self._read_blocks())
+            attempts += 1
+            missing = [str(d) for d in self._devices if d.id not in blocks]
+            if not missing:
+                return blocks
+            if not self._line().keeps_trying(started, attempts):
+                raise DriverTimeoutError(
+                    f"cannot {action}: no valid status from {', '.join(missing)}"
+                )
+
+    async def clear_faults(self) -> None:
+        """Clear the devices' faults (the family's `_clear_faults`), then read every status
+        back: the states the control loop judges a reset on are the cleared ones, even when its
+        own next read loses a reply (it keeps the last states)."""
+        await super().clear_faults()
+        async with self._lock:
+            await self._read_all("read the status after clearing faults")
 
     def _count(self, device: DeviceT, kind: str, message: str) -> None:
         """Count a problem; log it at most once per `_WARN_EVERY_S` per device."""

@@ -61,8 +61,7 @@ MAX_RETURN_DELAY_S = 254 * 2e-6
 """The longest Return Delay Time (254 units of 2 µs), assumed until the devices' are known."""
 SERIAL_REPLY_MARGIN_S = 0.002
 PTY_REPLY_MARGIN_S = 0.05
-COMMAND_PATIENCE_S = 0.25
-"""How long a configuration command is sent again while its device stays silent (s)."""
+COMMAND_PATIENCE_S = 0.25  # s: how long a silent device's configuration command is sent again
 _PTY_SLAVE_MAJORS = range(136, 144)  # Unix98 pseudo-terminal slaves (/dev/pts/N), Linux
 
 
@@ -200,8 +199,8 @@ class SerialLink(abc.ABC, Generic[PacketT]):
     ) -> None:
         """`reply_margin_s` None: `SERIAL_REPLY_MARGIN_S`, or `PTY_REPLY_MARGIN_S` when the port
         turns out to be a pseudo-terminal (a simulated chain). `usb_latency_s` None: read the
-        adapter's latency timer from sysfs at `open()`. A silent device's `command` is sent
-        `retries` more times at least, and until `command_patience_s` has passed."""
+        adapter's latency timer from sysfs at `open()`. `retries`, `command_patience_s`:
+        `keeps_trying`."""
         self.port = port
         self.baudrate = baudrate
         self.latency_s = 0.0 if usb_latency_s is None else usb_latency_s
@@ -307,21 +306,24 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         return packet
 
     async def _answer(self, device: Target, request: bytes, what: str, data_length: int) -> PacketT:
-        """`device`'s status packet to `request`: sent `retries` + 1 times at least, and again
-        until `command_patience_s` has passed since the first. Raises DriverTimeoutError."""
-        started = time.monotonic()
-        attempts = 0
+        """`device`'s status packet to `request`, sent while `keeps_trying`."""
+        started, attempts = time.monotonic(), 0
         while True:
             reply = await self.transact(request, (device.id,), data_length)
             attempts += 1
             packet = reply.packets.get(device.id)
             if packet is not None:
                 return packet
-            waited_s = time.monotonic() - started
-            if attempts > self._retries and waited_s >= self._command_patience_s:
+            if not self.keeps_trying(started, attempts):
+                waited_s = time.monotonic() - started
                 raise DriverTimeoutError(
                     f"{device}: no answer to {what} ({attempts} attempts in {waited_s:.2f} s)"
                 )
+
+    def keeps_trying(self, started: float, attempts: int) -> bool:
+        """Whether a configuration request first sent at `started` (`time.monotonic`), still
+        unanswered after `attempts`, is sent again (`retries`, `command_patience_s`)."""
+        return attempts <= self._retries or time.monotonic() - started < self._command_patience_s
 
     async def read_item(self, device: Target, address: int, length: int, what: str) -> bytes:
         """`length` bytes from `address`. Raises DriverTimeoutError, DeviceFaultError,

@@ -1,0 +1,62 @@
+"""The servo-bus driver's configuration steps wait out lost replies as its link's commands do
+(`ServoBusDriver`: enable's status read is read again while a device is missing, and after
+clearing faults the statuses are read back), on the real Dynamixel driver against a simulated
+chain whose servo drops replies on purpose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
+from drivers.dynamixel.protocol import HardwareError
+from drivers.dynamixel.sim import SimulatedDynamixelChain
+
+DEVICES = {"shoulder": {"id": 1}, "elbow": {"id": 2}}
+
+
+@pytest.fixture
+def chain() -> Iterator[SimulatedDynamixelChain]:
+    with SimulatedDynamixelChain([1, 2], reboot_s=0.05) as chain:
+        yield chain
+
+
+def driver(chain: SimulatedDynamixelChain) -> DynamixelDriver:
+    params = {
+        "port": chain.port,
+        "devices": DEVICES,
+        "reply_margin_s": 0.02,
+        "bus_watchdog_s": None,
+        "retries": 0,
+    }
+    return DynamixelDriver(DynamixelParams.model_validate(params))
+
+
+async def test_enable_reads_the_statuses_again_while_a_reply_is_lost(
+    chain: SimulatedDynamixelChain,
+) -> None:
+    async with driver(chain) as bus:
+        with chain.device(2) as servo:
+            servo.faults.drop_next = 3  # the next three Sync Reads lose the elbow's status
+        await bus.enable()  # one read (retries 0) would have refused: no status from the elbow
+        assert bus.stats.missing_replies >= 3
+        with chain.device(2) as servo:
+            assert servo.faults.drop_next == 0
+        assert all(state.enabled for state in (await bus.read()).values())
+
+
+async def test_the_cleared_statuses_are_read_back_before_a_lost_read(
+    chain: SimulatedDynamixelChain,
+) -> None:
+    async with driver(chain) as bus:
+        await bus.enable()
+        chain.inject_hardware_error(2, HardwareError.OVERLOAD)
+        assert (await bus.read())["elbow"].fault is not None
+        await bus.disable()
+        await bus.clear_faults()
+        with chain.device(2) as servo:
+            servo.faults.silent = True  # the next read loses the elbow's status...
+        elbow = (await bus.read())["elbow"]
+        assert elbow.fault is None  # ...and keeps the one read after clearing, not the overload
