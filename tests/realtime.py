@@ -44,24 +44,34 @@ class StallProbe:
     and again and counts the wake-ups later than `late_s` (the stalls: a vCPU the host did not run,
     a core another process held). A driver waiting on a reply deadline shorter than a stall can
     time out through no fault of its own or of the device; a test that counts timeouts allows one
-    per stall the probe saw, and none otherwise. Use as a context manager."""
+    per stall the probe saw, and none otherwise. `longest_s(since)`: the longest stall since
+    then. Use as a context manager."""
 
     def __init__(self, late_s: float, period_s: float = 0.002) -> None:
         self.late_s = late_s
         self.period_s = period_s
         self.stalls = 0
         self.worst_s = 0.0
+        self._held: list[tuple[float, float]] = []  # (from, until): a wake-up late_s or later
+        self._due = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall-probe", daemon=True)
+
+    def longest_s(self, since: float) -> float:
+        """The longest stall since `since` (`time.monotonic`), the one under way included."""
+        return _longest(self._held, self._due, since, self.late_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             before = time.monotonic()
+            self._due = before + self.period_s
             time.sleep(self.period_s)
-            late = time.monotonic() - before - self.period_s
+            after = time.monotonic()
+            late = after - self._due
             self.worst_s = max(self.worst_s, late)
             if late >= self.late_s:
                 self.stalls += 1
+                self._held.append((self._due, after))
 
     def __enter__(self) -> StallProbe:
         self._thread.start()
@@ -107,6 +117,10 @@ class PtyStallProbe:
             if until - start >= self.late_s
         )
 
+    def longest_s(self, since: float) -> float:
+        """The longest of the hold-ups `stalled_s` adds up."""
+        return _longest(self._held, self._due, since, self.late_s)
+
     def timeouts_allowed(self, deadline_s: float) -> int:
         """How many transactions with a reply deadline of `deadline_s` the stalls may have cost:
         a stall of L delays the one in flight and each started while it lasts, 1 + L // deadline."""
@@ -141,6 +155,13 @@ class PtyStallProbe:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5.0)
+
+
+def _longest(held: list[tuple[float, float]], due: float, since: float, late_s: float) -> float:
+    """The longest span of `held` and of the one under way since `due`, counted from `since`."""
+    spans = [*held, (due, time.monotonic())]
+    lengths = [until - max(start, since) for start, until in spans if until - start >= late_s]
+    return max([0.0, *lengths])
 
 
 def _cross(sender: int, receiver: int) -> None:
