@@ -229,24 +229,40 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
             await self._configure(device)
 
     async def _ping_all(self) -> None:
-        silent: list[str] = []
+        """Identify every device. The silent ones are pinged again, pass after pass, for as long
+        as one configuration command would be (`SerialLink.keeps_trying`): a wrong baud rate or
+        an unpowered chain costs that once, not once per id."""
+        link = self._line()
+        started, passes = time.monotonic(), 0
+        silent: list[DeviceT] = list(self._devices)
         problems: list[str] = []
-        for device in self._devices:
+        while silent:
+            passes += 1
+            with link.one_attempt():
+                silent = await self._identify_each(silent, problems)
+            if silent and not link.keeps_trying(started, passes):
+                p = self._port_params
+                raise DriverTimeoutError(
+                    f"port {p.port!r} at {p.baudrate} baud: no answer to Ping from "
+                    f"{', '.join(map(str, silent))}; check power, wiring, ids and baud rate"
+                )
+        if problems:
+            raise DriverOpenError(self._wrong_models(problems))
+
+    async def _identify_each(
+        self, devices: Sequence[DeviceT], problems: list[str]
+    ) -> list[DeviceT]:
+        """`_identify` each of `devices`, adding what is wrong to `problems`; the silent ones."""
+        silent = []
+        for device in devices:
             try:
                 problem = await self._identify(device)
             except DriverTimeoutError:
-                silent.append(str(device))
+                silent.append(device)
                 continue
             if problem is not None:
                 problems.append(problem)
-        if silent:
-            p = self._port_params
-            raise DriverTimeoutError(
-                f"port {p.port!r} at {p.baudrate} baud: no answer to Ping from "
-                f"{', '.join(silent)}; check power, wiring, ids and baud rate"
-            )
-        if problems:
-            raise DriverOpenError(self._wrong_models(problems))
+        return silent
 
     def _cycle_times(self, address: int, ids: Sequence[int]) -> tuple[float, float]:
         """One Sync Read of the status blocks of `ids`: its time on the bus and its deadline, s."""

@@ -12,10 +12,9 @@ of enable and of clearing faults), sent again while the device stays silent: `re
 at least, and until `COMMAND_PATIENCE_S` has passed since it was first sent: a USB adapter or a
 loaded host can hold a reply up past its deadline of a few ms (a pty, for 30-900 ms), and a count
 of deadlines gave a healthy servo ~15 ms, failing the arm's enable. Only start-up and reset wait
-on it; a silent id costs that long (the control process gives a driver's open 2 s). The cyclic
-transactions are never sent again. What is not configured is found out at `open()`:
-the adapter's latency from the FTDI ``latency_timer`` in sysfs, and a wider reply margin on a
-pseudo-terminal (a simulated chain, a process on the other end).
+on it. The cyclic transactions are never sent again. What is not configured is found out at
+`open()`: the adapter's latency from the FTDI ``latency_timer`` in sysfs, and a wider reply
+margin and patience on a pseudo-terminal (a simulated chain, a process on the other end).
 
 A protocol names its `codec` (its module's packet builders) and implements the hooks: its parser
 (`_new_parser`), which packets answer a request (`_matches`), a status packet's data (`data`)
@@ -26,23 +25,22 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import logging
-import os
-import select
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
-import serial
-
-from drivers.errors import DeviceFaultError, DriverIOError, DriverOpenError, DriverTimeoutError
+from drivers.errors import DeviceFaultError, DriverIOError, DriverTimeoutError
 from drivers.serial_bus.framing import FrameParser, transaction_time_s
+from drivers.serial_bus.port import SerialPort, is_pty, latency_timer_s
 
 __all__ = [
     "COMMAND_PATIENCE_S",
     "MAX_RETURN_DELAY_S",
+    "PTY_COMMAND_PATIENCE_S",
     "PTY_REPLY_MARGIN_S",
     "SERIAL_REPLY_MARGIN_S",
     "Codec",
@@ -62,25 +60,7 @@ MAX_RETURN_DELAY_S = 254 * 2e-6
 SERIAL_REPLY_MARGIN_S = 0.002
 PTY_REPLY_MARGIN_S = 0.05
 COMMAND_PATIENCE_S = 0.25  # s: how long a silent device's configuration command is sent again
-_PTY_SLAVE_MAJORS = range(136, 144)  # Unix98 pseudo-terminal slaves (/dev/pts/N), Linux
-
-
-def _is_pty(port: str) -> bool:
-    """Whether `port` is a pseudo-terminal: a process on the other end, not a bus."""
-    try:
-        return os.major(os.stat(port).st_rdev) in _PTY_SLAVE_MAJORS
-    except OSError:
-        return False
-
-
-def _usb_latency_s(port: str) -> float:
-    """The FTDI latency timer of a USB serial port (0 when there is none, e.g. a pty)."""
-    name = os.path.basename(os.path.realpath(port))
-    try:
-        with open(f"/sys/bus/usb-serial/devices/{name}/latency_timer") as file:
-            return int(file.read()) / 1000.0
-    except (OSError, ValueError):
-        return 0.0
+PTY_COMMAND_PATIENCE_S = 1.0  # s: on a pty, whose bytes a busy machine held up for 30-900 ms
 
 
 class LinkParams(Protocol):
@@ -141,46 +121,6 @@ class Reply(Generic[PacketT]):
     stale: int = 0  # status packets that answer an earlier request (Protocol 2.0: by length)
 
 
-class SerialPort:
-    """The serial port. Every method blocks: call them on the link's I/O thread only."""
-
-    def __init__(self, port: str, baudrate: int) -> None:
-        self.port = port
-        try:
-            self._serial = serial.Serial(
-                port, baudrate, timeout=0, write_timeout=1.0, exclusive=True
-            )
-        except (serial.SerialException, OSError, ValueError) as exc:
-            raise DriverOpenError(f"port {port!r} at {baudrate} baud: cannot open: {exc}") from exc
-
-    def transact(self, request: bytes, collect: Callable[[SerialPort], T]) -> T:
-        """Drop what is waiting (a late reply to an earlier transaction), send `request`, then
-        `collect(self)` the replies. Raises DriverIOError."""
-        try:
-            stale = self._serial.in_waiting
-            if stale:
-                self._serial.read(stale)
-            self._serial.write(request)
-            return collect(self)
-        except (serial.SerialException, OSError) as exc:
-            raise DriverIOError(f"port {self.port!r}: {exc}") from exc
-
-    def read(self, wait_s: float) -> bytes:
-        """What has arrived, waiting at most `wait_s` for a first byte."""
-        select.select([self._serial.fileno()], [], [], wait_s)
-        return bytes(self._serial.read(self._serial.in_waiting or 1))
-
-    def read_waiting(self) -> bytes:
-        """What has arrived, without waiting."""
-        return bytes(self._serial.read(self._serial.in_waiting or 0))
-
-    def close(self) -> None:
-        try:
-            self._serial.close()
-        except (serial.SerialException, OSError) as exc:
-            log.debug("port %r: error while closing: %s", self.port, exc)
-
-
 class SerialLink(abc.ABC, Generic[PacketT]):
     """A servo bus on one serial port: `await open()`, transactions, `await close()`."""
 
@@ -195,12 +135,12 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         reply_margin_s: float | None,
         usb_latency_s: float | None = None,
         retries: int,
-        command_patience_s: float = COMMAND_PATIENCE_S,
+        command_patience_s: float | None = None,
     ) -> None:
         """`reply_margin_s` None: `SERIAL_REPLY_MARGIN_S`, or `PTY_REPLY_MARGIN_S` when the port
-        turns out to be a pseudo-terminal (a simulated chain). `usb_latency_s` None: read the
-        adapter's latency timer from sysfs at `open()`. `retries`, `command_patience_s`:
-        `keeps_trying`."""
+        turns out to be a pseudo-terminal (a simulated chain); `command_patience_s` None:
+        `COMMAND_PATIENCE_S`, or `PTY_COMMAND_PATIENCE_S` (`keeps_trying`). `usb_latency_s`
+        None: read the adapter's latency timer from sysfs at `open()`."""
         self.port = port
         self.baudrate = baudrate
         self.latency_s = 0.0 if usb_latency_s is None else usb_latency_s
@@ -208,7 +148,11 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         self._configured_margin_s = reply_margin_s
         self._reply_margin_s = SERIAL_REPLY_MARGIN_S if reply_margin_s is None else reply_margin_s
         self._retries = retries
-        self._command_patience_s = command_patience_s
+        self._configured_patience_s = command_patience_s
+        self._command_patience_s = (
+            COMMAND_PATIENCE_S if command_patience_s is None else command_patience_s
+        )
+        self._one_attempt = False
         self._return_delays: dict[int, float] = {}
         self._port: SerialPort | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -229,12 +173,13 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         if usb_latency_s is None:
             usb_latency_s = self._configured_latency_s
         if usb_latency_s is None:
-            usb_latency_s = await self._io(lambda: _usb_latency_s(self.port), timeout_s=1.0)
+            usb_latency_s = await self._io(lambda: latency_timer_s(self.port), timeout_s=1.0)
         self.latency_s = usb_latency_s
-        if self._configured_margin_s is None and await self._io(
-            lambda: _is_pty(self.port), timeout_s=1.0
-        ):
-            self._reply_margin_s = PTY_REPLY_MARGIN_S
+        if await self._io(lambda: is_pty(self.port), timeout_s=1.0):
+            if self._configured_margin_s is None:
+                self._reply_margin_s = PTY_REPLY_MARGIN_S
+            if self._configured_patience_s is None:
+                self._command_patience_s = PTY_COMMAND_PATIENCE_S
         if self.latency_s > 0.002:
             log.warning(
                 "port %r: USB latency timer %.0f ms delays every reply; set it to 1 ms "
@@ -323,7 +268,18 @@ class SerialLink(abc.ABC, Generic[PacketT]):
     def keeps_trying(self, started: float, attempts: int) -> bool:
         """Whether a configuration request first sent at `started` (`time.monotonic`), still
         unanswered after `attempts`, is sent again (`retries`, `command_patience_s`)."""
+        if self._one_attempt:
+            return False
         return attempts <= self._retries or time.monotonic() - started < self._command_patience_s
+
+    @contextlib.contextmanager
+    def one_attempt(self) -> Iterator[None]:
+        """Configuration requests are sent once meanwhile (the caller tries again itself)."""
+        self._one_attempt = True
+        try:
+            yield
+        finally:
+            self._one_attempt = False
 
     async def read_item(self, device: Target, address: int, length: int, what: str) -> bytes:
         """`length` bytes from `address`. Raises DriverTimeoutError, DeviceFaultError,

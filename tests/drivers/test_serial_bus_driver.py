@@ -1,18 +1,21 @@
 """The servo-bus driver's configuration steps wait out lost replies as its link's commands do
-(`ServoBusDriver`: enable's status read is read again while a device is missing, and after
-clearing faults the statuses are read back), on the real Dynamixel driver against a simulated
-chain whose servo drops replies on purpose.
+(`ServoBusDriver`: open pings the silent servos again, pass after pass; enable's status read is
+read again while a device is missing; after clearing faults the statuses are read back), on the
+real Dynamixel driver against a simulated chain whose servo drops replies on purpose.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from drivers import DriverTimeoutError
 from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
 from drivers.dynamixel.protocol import HardwareError
 from drivers.dynamixel.sim import SimulatedDynamixelChain
+from drivers.serial_bus.link import PTY_COMMAND_PATIENCE_S
 
 DEVICES = {"shoulder": {"id": 1}, "elbow": {"id": 2}}
 
@@ -60,3 +63,21 @@ async def test_the_cleared_statuses_are_read_back_before_a_lost_read(
             servo.faults.silent = True  # the next read loses the elbow's status...
         elbow = (await bus.read())["elbow"]
         assert elbow.fault is None  # ...and keeps the one read after clearing, not the overload
+
+
+async def test_open_pings_a_late_servo_again_and_names_the_silent_ones(
+    chain: SimulatedDynamixelChain,
+) -> None:
+    with chain.device(2) as servo:
+        servo.faults.drop_next = 4  # its first four Pings go unanswered
+    async with driver(chain) as bus:
+        assert bus.device_names == ("shoulder", "elbow")
+    with chain.device(2) as servo:
+        assert servo.faults.drop_next == 0
+    devices = DEVICES | {"wrist": {"id": 8}, "hand": {"id": 9}}
+    params = {"port": chain.port, "devices": devices, "reply_margin_s": 0.02, "retries": 0}
+    silent = DynamixelDriver(DynamixelParams.model_validate(params))
+    started = time.monotonic()
+    with pytest.raises(DriverTimeoutError, match=r"from device 'wrist' \(id 8\), device 'hand'"):
+        await silent.open()
+    assert time.monotonic() - started >= PTY_COMMAND_PATIENCE_S  # a pty's patience: 1 s
