@@ -9,7 +9,8 @@ some are missing, as `SerialLink.command` sends a configuration command again), 
 whose status block reports a fault (`_block_fault`), prepares each (`_prepare`: goal = present
 position, limits, watchdog) and turns torque on device by device; clear_faults() reads the
 statuses back after the family's `_clear_faults`; disable() turns torque off on every device
-with one Sync Write, then verifies (`_torque_check`) and retries one by one. A family supplies
+with one Sync Write, then verifies (`_torque_check`) and retries one by one, without the
+configuration's patience (a safety action reports a silent device at once). A family supplies
 its control table (`status_block_length`, `goal_position`, `torque_enable_address`), its status
 block's decoding (`_read_blocks`, `_decode`) and its goal encoding (`_goal`).
 
@@ -143,14 +144,15 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
     async def _disable(self) -> None:
         async with self._lock:
             await self._torque_off_all(best_effort=False)
-            still_on = await self._torque_check()
             failures = []
-            for device in self._devices:
-                try:
-                    if await still_on(device):
-                        await self._torque(device, on=False)
-                except DriverError as exc:
-                    failures.append(str(exc))
+            with self._line().impatient():  # a safety action: a silent device is reported at once
+                still_on = await self._torque_check()
+                for device in self._devices:
+                    try:
+                        if await still_on(device):
+                            await self._torque(device, on=False)
+                    except DriverError as exc:
+                        failures.append(str(exc))
             if failures:
                 raise DriverIOError(f"torque may still be on: {'; '.join(failures)}")
 
@@ -230,22 +232,23 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
 
     async def _ping_all(self) -> None:
         """Identify every device. The silent ones are pinged again, pass after pass, for as long
-        as one configuration command would be (`SerialLink.keeps_trying`): a wrong baud rate or
+        as a configuration command would be (`SerialLink.within_patience`): a wrong baud rate or
         an unpowered chain costs that once, not once per id."""
         link = self._line()
-        started, passes = time.monotonic(), 0
+        started = time.monotonic()
         silent: list[DeviceT] = list(self._devices)
         problems: list[str] = []
         while silent:
-            passes += 1
-            with link.one_attempt():
+            with link.impatient():
                 silent = await self._identify_each(silent, problems)
-            if silent and not link.keeps_trying(started, passes):
-                p = self._port_params
-                raise DriverTimeoutError(
-                    f"port {p.port!r} at {p.baudrate} baud: no answer to Ping from "
-                    f"{', '.join(map(str, silent))}; check power, wiring, ids and baud rate"
-                )
+            if not link.within_patience(started):
+                break
+        if silent:
+            p = self._port_params
+            raise DriverTimeoutError(
+                f"port {p.port!r} at {p.baudrate} baud: no answer to Ping from "
+                f"{', '.join(map(str, silent))}; check power, wiring, ids and baud rate"
+            )
         if problems:
             raise DriverOpenError(self._wrong_models(problems))
 

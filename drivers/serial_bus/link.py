@@ -152,7 +152,7 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         self._command_patience_s = (
             COMMAND_PATIENCE_S if command_patience_s is None else command_patience_s
         )
-        self._one_attempt = False
+        self._impatient = False
         self._return_delays: dict[int, float] = {}
         self._port: SerialPort | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -267,19 +267,25 @@ class SerialLink(abc.ABC, Generic[PacketT]):
 
     def keeps_trying(self, started: float, attempts: int) -> bool:
         """Whether a configuration request first sent at `started` (`time.monotonic`), still
-        unanswered after `attempts`, is sent again (`retries`, `command_patience_s`)."""
-        if self._one_attempt:
-            return False
-        return attempts <= self._retries or time.monotonic() - started < self._command_patience_s
+        unanswered after `attempts`, is sent again: `retries` more times, then while
+        `within_patience` (unless `impatient`)."""
+        if attempts <= self._retries:
+            return True
+        return not self._impatient and self.within_patience(started)
+
+    def within_patience(self, started: float) -> bool:
+        """Whether less than `command_patience_s` has passed since `started`."""
+        return time.monotonic() - started < self._command_patience_s
 
     @contextlib.contextmanager
-    def one_attempt(self) -> Iterator[None]:
-        """Configuration requests are sent once meanwhile (the caller tries again itself)."""
-        self._one_attempt = True
+    def impatient(self) -> Iterator[None]:
+        """Meanwhile configuration requests are sent `retries` + 1 times only: for a caller that
+        tries again itself, or that must report a silent device at once (disabling)."""
+        self._impatient = True
         try:
             yield
         finally:
-            self._one_attempt = False
+            self._impatient = False
 
     async def read_item(self, device: Target, address: int, length: int, what: str) -> bytes:
         """`length` bytes from `address`. Raises DriverTimeoutError, DeviceFaultError,

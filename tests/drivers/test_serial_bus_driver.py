@@ -1,7 +1,8 @@
 """The servo-bus driver's configuration steps wait out lost replies as its link's commands do
 (`ServoBusDriver`: open pings the silent servos again, pass after pass; enable's status read is
 read again while a device is missing; after clearing faults the statuses are read back), on the
-real Dynamixel driver against a simulated chain whose servo drops replies on purpose.
+real Dynamixel driver against a simulated chain whose servo drops replies on purpose; disabling,
+a safety action, reports a silent servo without that patience.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from drivers import DriverTimeoutError
+from drivers import DriverIOError, DriverTimeoutError
 from drivers.dynamixel.driver import DynamixelDriver, DynamixelParams
-from drivers.dynamixel.protocol import HardwareError
+from drivers.dynamixel.protocol import Addr, HardwareError
 from drivers.dynamixel.sim import SimulatedDynamixelChain
 from drivers.serial_bus.link import PTY_COMMAND_PATIENCE_S
 
@@ -81,3 +82,16 @@ async def test_open_pings_a_late_servo_again_and_names_the_silent_ones(
     with pytest.raises(DriverTimeoutError, match=r"from device 'wrist' \(id 8\), device 'hand'"):
         await silent.open()
     assert time.monotonic() - started >= PTY_COMMAND_PATIENCE_S  # a pty's patience: 1 s
+
+
+async def test_disable_reports_a_silent_servo_without_the_patience(
+    chain: SimulatedDynamixelChain,
+) -> None:
+    params = {"port": chain.port, "devices": DEVICES, "bus_watchdog_s": None, "retries": 2}
+    async with DynamixelDriver(DynamixelParams.model_validate(params)) as bus:
+        await bus.enable()
+        with chain.device(2) as servo:
+            servo.faults.silent = True  # its power cut, say
+        with pytest.raises(DriverIOError, match=r"torque may still be on: .*'elbow'.*\(3 attempts"):
+            await bus.disable()  # a safety action: reported after the retries, not a pty's 1 s
+        assert chain.read_table(1, Addr.TORQUE_ENABLE, 1) == b"\x00"  # the other let go
