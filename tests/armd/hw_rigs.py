@@ -52,7 +52,7 @@ from drivers.odrive.driver import ODriveDriver, ODriveParams
 from drivers.odrive.sim import SimAxisConfig, SimulatedODrive
 from drivers.sim.motor import MotorParams
 from kinematics import ConstantMotor, JointLimit, JointLimits, JointMotor, KinematicTree, Link, Pose
-from tests.realtime import PtyStallProbe, StallProbe
+from tests.realtime import PtyStallProbe, StallProbe, at_sim_priority
 
 Array = NDArray[np.float64]
 
@@ -368,7 +368,17 @@ async def odrive_bench(
     homing: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[ODriveBench]:
     """Two simulated ODrive axes (with their watchdog armed, as the driver recommends) and a loop
-    on the real `ODriveDriver`, on a fresh virtual channel. `homing`: axis0's ``homing`` param."""
+    on the real `ODriveDriver`, on a fresh virtual channel, at real-time priority
+    (`at_sim_priority`). `homing`: axis0's ``homing`` param."""
+    with at_sim_priority():
+        async with _odrive_bench(watchdog_timeout_s, disable_on_fault, homing) as bench:
+            yield bench
+
+
+@contextlib.asynccontextmanager
+async def _odrive_bench(
+    watchdog_timeout_s: float | None, disable_on_fault: bool, homing: Mapping[str, Any] | None
+) -> AsyncIterator[ODriveBench]:
     channel = f"armd-faults-{uuid.uuid4().hex}"
     transmission = small_arm_transmission("odrive", ODRIVE_DEVICES)
     motor_q0 = transmission.motor_positions(q(*Q0))
@@ -420,6 +430,7 @@ DXL_IDS = (1, 2)
 DXL_DEVICES = ("servo1", "servo2")
 DXL_CENTRE = math.pi  # rad at the device: joints stay within its first turn, which a reboot keeps
 DXL_COUNT = 2 * math.pi / 4096
+DXL_REPLY_MARGIN_S = 0.015  # a pty served by a Python thread: a loaded machine's jitter
 
 
 class PluggableChain:
@@ -500,7 +511,17 @@ async def dynamixel_bench(
     tmp_path: Path, *, bus_watchdog_s: float | None = 0.5, disable_on_fault: bool = False
 ) -> AsyncIterator[DynamixelBench]:
     """Two simulated X-series servos on a pty reached through ``tmp_path/ttyDXL`` and a loop on
-    the real `DynamixelDriver` (its Bus Watchdog armed)."""
+    the real `DynamixelDriver` (its Bus Watchdog armed), at real-time priority
+    (`at_sim_priority`)."""
+    with at_sim_priority():
+        async with _dynamixel_bench(tmp_path, bus_watchdog_s, disable_on_fault) as bench:
+            yield bench
+
+
+@contextlib.asynccontextmanager
+async def _dynamixel_bench(
+    tmp_path: Path, bus_watchdog_s: float | None, disable_on_fault: bool
+) -> AsyncIterator[DynamixelBench]:
     transmission = small_arm_transmission("dxl", DXL_DEVICES)
     motor_q0 = transmission.motor_positions(q(*Q0))
     port = PluggableChain(
@@ -515,8 +536,7 @@ async def dynamixel_bench(
                 for name, i in zip(DXL_DEVICES, DXL_IDS, strict=True)
             },
             "bus_watchdog_s": bus_watchdog_s,
-            # A pty served by a Python thread has the scheduling jitter of a loaded machine.
-            "reply_margin_s": 0.015,
+            "reply_margin_s": DXL_REPLY_MARGIN_S,
             "usb_latency_s": 0.0,
         }
     )

@@ -42,7 +42,7 @@ from tests.armd.hw_rigs import (
     start_rig,
     stop_rig,
 )
-from tests.realtime import StallProbe
+from tests.realtime import StallProbe, at_sim_priority
 
 DEVICES = ("m1", "m2")
 IDS = (1, 2)
@@ -80,7 +80,14 @@ class MitBench:
 @contextlib.asynccontextmanager
 async def mit_bench(*, timeout_s: float = TIMEOUT_S) -> AsyncIterator[MitBench]:
     """Two simulated DM4310 (their CAN timeout set, as the driver recommends) and a loop on the
-    real `MitDriver`, on a fresh virtual channel."""
+    real `MitDriver`, on a fresh virtual channel, at real-time priority (`at_sim_priority`)."""
+    with at_sim_priority():
+        async with _mit_bench(timeout_s) as bench:
+            yield bench
+
+
+@contextlib.asynccontextmanager
+async def _mit_bench(timeout_s: float) -> AsyncIterator[MitBench]:
     channel = f"armd-faults-mit-{uuid.uuid4().hex}"
     transmission = small_arm_transmission("mit", DEVICES)
     motor_q0 = transmission.motor_positions(q(*Q0))
