@@ -28,7 +28,7 @@ IDS = (1, 2, 3)
 INITIAL = {1: 0.5, 2: -1.0, 3: 2 * math.pi + 0.25}  # rad
 FAST_MOTOR = MotorParams(max_velocity=40.0, max_acceleration=400.0, counts_per_rev=4096)
 REBOOT_S = 0.05
-STALL_S = 0.01  # a hold-up of the probe's round trip counted as a stall
+STALL_S = 0.002  # a hold-up of the probe counted as a stall: the chain loses as much
 SLOW_REBOOT_S = 0.5
 LED = 65
 POSITION_P_GAIN = 84

@@ -29,7 +29,7 @@ COUNTS = {
     3: 2048,
 }
 FAST_MOTOR = MotorParams(max_velocity=40.0, max_acceleration=400.0, counts_per_rev=4096)
-STALL_S = 0.01  # a hold-up of the probe's round trip counted as a stall
+STALL_S = 0.002  # a hold-up of the probe counted as a stall: the chain loses as much
 
 
 @pytest.fixture
