@@ -11,14 +11,26 @@ the kernel's pty path, which a device at real-time priority does not speed up.""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import select
 import threading
 import time
 import tty
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Protocol
 
-__all__ = ["SIM_PRIORITY", "PtyStallProbe", "StallProbe", "with_sim_priority"]
+__all__ = [
+    "SIM_PRIORITY",
+    "PtyStallProbe",
+    "StallProbe",
+    "at_sim_priority",
+    "wait_out_stalls",
+    "with_sim_priority",
+]
+
+log = logging.getLogger(__name__)
 
 # Below the control process's default (armd.config: realtime_priority 50): the loop still wins.
 SIM_PRIORITY = 20
@@ -32,29 +44,60 @@ def with_sim_priority(args: Sequence[str]) -> list[str]:
     return args
 
 
+@contextlib.contextmanager
+def at_sim_priority() -> Iterator[bool]:
+    """The calling thread at SCHED_FIFO `SIM_PRIORITY`, and so every thread it starts meanwhile
+    (a Linux thread inherits its creator's scheduling): an in-process rig's control loop, its
+    driver's I/O thread and its simulated devices' thread then run as the daemon's control
+    process and a sim-device do, and a CPU-bound neighbour no longer starves them (of all that
+    stalled a normal-priority thread for up to 1.6 s at load 7, a real-time one saw 159 ms at
+    worst: the kernel's pty path). SCHED_OTHER again on exit. Yields whether the kernel allowed
+    it (no root, no RLIMIT_RTPRIO: normal priority, said in the log)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(SIM_PRIORITY))
+    except OSError as exc:
+        log.warning("real-time priority refused (%s): the rig runs at normal priority", exc)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 class StallProbe:
     """The platform's own reference, in a test's process: a thread that sleeps `period_s` again
     and again and counts the wake-ups later than `late_s` (the stalls: a vCPU the host did not run,
     a core another process held). A driver waiting on a reply deadline shorter than a stall can
     time out through no fault of its own or of the device; a test that counts timeouts allows one
-    per stall the probe saw, and none otherwise. Use as a context manager."""
+    per stall the probe saw, and none otherwise. `longest_s(since)`: the longest stall since
+    then. Use as a context manager."""
 
     def __init__(self, late_s: float, period_s: float = 0.002) -> None:
         self.late_s = late_s
         self.period_s = period_s
         self.stalls = 0
         self.worst_s = 0.0
+        self._held: list[tuple[float, float]] = []  # (from, until): a wake-up late_s or later
+        self._due = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="stall-probe", daemon=True)
+
+    def longest_s(self, since: float) -> float:
+        """The longest stall since `since` (`time.monotonic`), the one under way included."""
+        return _longest(self._held, self._due, since, self.late_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
             before = time.monotonic()
+            self._due = before + self.period_s
             time.sleep(self.period_s)
-            late = time.monotonic() - before - self.period_s
+            after = time.monotonic()
+            late = after - self._due
             self.worst_s = max(self.worst_s, late)
             if late >= self.late_s:
                 self.stalls += 1
+                self._held.append((self._due, after))
 
     def __enter__(self) -> StallProbe:
         self._thread.start()
@@ -72,7 +115,10 @@ class PtyStallProbe:
     reach the other end through the tty layer's flip-buffer work, run by a kernel worker at normal
     priority: a CPU-bound neighbour can delay it by tens of milliseconds while a device at
     real-time priority and a `StallProbe` see nothing. Every round trip of at least `late_s` is a
-    stall; `stalls_s` holds how long each lasted. Use as a context manager."""
+    stall; `stalls_s` holds how long each lasted. `stalled_s(since)` is how long the probe was
+    held up since then, its own late wake-ups included: the reference of a peer in this process
+    (a simulated chain's thread at normal priority), which waits for the same CPU, interpreter
+    lock and pty path. Use as a context manager."""
 
     def __init__(self, late_s: float, period_s: float = 0.005) -> None:
         self.late_s = late_s
@@ -80,8 +126,26 @@ class PtyStallProbe:
         self.round_trips = 0
         self.stalls_s: list[float] = []
         self.worst_s = 0.0
+        self._held: list[tuple[float, float]] = []  # (from, until): the probe held up
+        self._due = time.monotonic()  # when the round trip under way was due to start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pty-stall-probe", daemon=True)
+
+    def stalled_s(self, since: float) -> float:
+        """How long since `since` (`time.monotonic`) the probe was held up by `late_s` or more
+        past when a round trip was due to start, until it was done: the spans it finished and
+        the one under way."""
+        now = time.monotonic()
+        spans = [*self._held, (self._due, now)]
+        return sum(
+            max(0.0, until - max(start, since))
+            for start, until in spans
+            if until - start >= self.late_s
+        )
+
+    def longest_s(self, since: float) -> float:
+        """The longest of the hold-ups `stalled_s` adds up."""
+        return _longest(self._held, self._due, since, self.late_s)
 
     def timeouts_allowed(self, deadline_s: float) -> int:
         """How many transactions with a reply deadline of `deadline_s` the stalls may have cost:
@@ -92,15 +156,20 @@ class PtyStallProbe:
         master, slave = os.openpty()
         try:
             tty.setraw(slave)  # no echo, no line discipline: bytes as a serial port passes them
+            self._due = time.monotonic() + self.period_s
             while not self._stop.wait(self.period_s):
                 before = time.monotonic()
                 _cross(master, slave)  # the request
                 _cross(slave, master)  # the reply
-                took_s = time.monotonic() - before
+                after = time.monotonic()
+                took_s = after - before
                 self.round_trips += 1
                 self.worst_s = max(self.worst_s, took_s)
                 if took_s >= self.late_s:
                     self.stalls_s.append(took_s)
+                if after - self._due >= self.late_s:
+                    self._held.append((self._due, after))
+                self._due = after + self.period_s
         finally:
             os.close(slave)
             os.close(master)
@@ -114,9 +183,53 @@ class PtyStallProbe:
         self._thread.join(timeout=5.0)
 
 
+def _longest(held: list[tuple[float, float]], due: float, since: float, late_s: float) -> float:
+    """The longest span of `held` and of the one under way since `due`, counted from `since`."""
+    spans = [*held, (due, time.monotonic())]
+    lengths = [until - max(start, since) for start, until in spans if until - start >= late_s]
+    return max([0.0, *lengths])
+
+
 def _cross(sender: int, receiver: int) -> None:
     """One byte from `sender` until `receiver` has read it."""
     os.write(sender, b"\x55")
     while not select.select([receiver], [], [], 1.0)[0]:
         pass
     os.read(receiver, 64)
+
+
+class _SdkPort(Protocol):
+    packet_timeout: float
+
+    def getTimeSinceStart(self) -> float: ...  # noqa: N802 (the SDKs' names)
+    def setPacketTimeout(self, packet_length: int) -> None: ...  # noqa: N802
+    def setPacketTimeoutMillis(self, msec: float) -> None: ...  # noqa: N802
+
+
+def wait_out_stalls(port: _SdkPort, probe: PtyStallProbe) -> None:
+    """Make a manufacturer SDK's `PortHandler` (ROBOTIS' `dynamixel_sdk`, Feetech's
+    `scservo_sdk`: the same class) wait for a reply its own time plus the stalls `probe`
+    measured meanwhile. The SDK gives a reply 2 × LATENCY_TIMER + 2 ms (34 ms), polling in a
+    loop; a simulated chain in the test's process answers through the same CPU, interpreter lock
+    and pty path the probe times, so a reply missing after that wait in live time is missing."""
+    since = [time.monotonic()]
+    set_timeout, set_millis = port.setPacketTimeout, port.setPacketTimeoutMillis
+
+    def set_packet_timeout(packet_length: int) -> None:
+        since[0] = time.monotonic()
+        set_timeout(packet_length)
+
+    def set_packet_timeout_millis(msec: float) -> None:
+        since[0] = time.monotonic()
+        set_millis(msec)
+
+    def is_packet_timeout() -> bool:
+        stalled_ms = 1000.0 * probe.stalled_s(since[0])
+        if port.getTimeSinceStart() > port.packet_timeout + stalled_ms:
+            port.packet_timeout = 0
+            return True
+        return False
+
+    port.setPacketTimeout = set_packet_timeout  # type: ignore[method-assign]
+    port.setPacketTimeoutMillis = set_packet_timeout_millis  # type: ignore[method-assign]
+    port.isPacketTimeout = is_packet_timeout  # type: ignore[attr-defined]

@@ -4,12 +4,15 @@ and one Sync Write of their goals per `write()`.
 
 `ServoBusDriver` is a template over `Driver`'s hooks. open() opens the link (`_make_link`), pings
 and identifies every device (silent ids: `DriverTimeoutError`; `_identify`), configures each
-(`_configure`) and logs the cycle's bus time. enable() refuses devices whose status block reports
-a fault (`_block_fault`), prepares each (`_prepare`: goal = present position, limits, watchdog)
-and turns torque on device by device; disable() turns torque off on every device with one Sync
-Write, then verifies (`_torque_check`) and retries one by one. A family supplies its control
-table (`status_block_length`, `goal_position`, `torque_enable_address`), its status block's
-decoding (`_read_blocks`, `_decode`) and its goal encoding (`_goal`).
+(`_configure`) and logs the cycle's bus time. enable() reads every status block (again while
+some are missing, as `SerialLink.command` sends a configuration command again), refuses devices
+whose status block reports a fault (`_block_fault`), prepares each (`_prepare`: goal = present
+position, limits, watchdog) and turns torque on device by device; clear_faults() reads the
+statuses back after the family's `_clear_faults`; disable() turns torque off on every device
+with one Sync Write, then verifies (`_torque_check`) and retries one by one, without the
+configuration's patience (a safety action reports a silent device at once). A family supplies
+its control table (`status_block_length`, `goal_position`, `torque_enable_address`), its status
+block's decoding (`_read_blocks`, `_decode`) and its goal encoding (`_goal`).
 
 A missing, late, corrupt or refused status packet leaves that device's previous state (see
 `drivers.base`) and is counted: `missing_replies` per silent device, `timeouts` per transaction
@@ -141,14 +144,15 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
     async def _disable(self) -> None:
         async with self._lock:
             await self._torque_off_all(best_effort=False)
-            still_on = await self._torque_check()
             failures = []
-            for device in self._devices:
-                try:
-                    if await still_on(device):
-                        await self._torque(device, on=False)
-                except DriverError as exc:
-                    failures.append(str(exc))
+            with self._line().impatient():  # a safety action: a silent device is reported at once
+                still_on = await self._torque_check()
+                for device in self._devices:
+                    try:
+                        if await still_on(device):
+                            await self._torque(device, on=False)
+                    except DriverError as exc:
+                        failures.append(str(exc))
             if failures:
                 raise DriverIOError(f"torque may still be on: {'; '.join(failures)}")
 
@@ -227,24 +231,41 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
             await self._configure(device)
 
     async def _ping_all(self) -> None:
-        silent: list[str] = []
+        """Identify every device. The silent ones are pinged again, pass after pass, for as long
+        as a configuration command would be (`SerialLink.within_patience`): a wrong baud rate or
+        an unpowered chain costs that once, not once per id."""
+        link = self._line()
+        started = time.monotonic()
+        silent: list[DeviceT] = list(self._devices)
         problems: list[str] = []
-        for device in self._devices:
-            try:
-                problem = await self._identify(device)
-            except DriverTimeoutError:
-                silent.append(str(device))
-                continue
-            if problem is not None:
-                problems.append(problem)
+        while silent:
+            with link.impatient():
+                silent = await self._identify_each(silent, problems)
+            if not link.within_patience(started):
+                break
         if silent:
             p = self._port_params
             raise DriverTimeoutError(
                 f"port {p.port!r} at {p.baudrate} baud: no answer to Ping from "
-                f"{', '.join(silent)}; check power, wiring, ids and baud rate"
+                f"{', '.join(map(str, silent))}; check power, wiring, ids and baud rate"
             )
         if problems:
             raise DriverOpenError(self._wrong_models(problems))
+
+    async def _identify_each(
+        self, devices: Sequence[DeviceT], problems: list[str]
+    ) -> list[DeviceT]:
+        """`_identify` each of `devices`, adding what is wrong to `problems`; the silent ones."""
+        silent = []
+        for device in devices:
+            try:
+                problem = await self._identify(device)
+            except DriverTimeoutError:
+                silent.append(device)
+                continue
+            if problem is not None:
+                problems.append(problem)
+        return silent
 
     def _cycle_times(self, address: int, ids: Sequence[int]) -> tuple[float, float]:
         """One Sync Read of the status blocks of `ids`: its time on the bus and its deadline, s."""
@@ -309,11 +330,29 @@ class ServoBusDriver(Driver, Generic[DeviceT, BlockT, PacketT]):
             self.stats.count_error(None, "timeouts", f"port {port!r}: {what} timed out")
 
     async def _read_all(self, action: str) -> dict[int, BlockT]:
-        blocks = await self._read_blocks()
-        missing = [str(d) for d in self._devices if d.id not in blocks]
-        if missing:
-            raise DriverTimeoutError(f"cannot {action}: no valid status from {', '.join(missing)}")
-        return blocks
+        """Every device's status block, for a configuration step (enable, clearing faults): read
+        again while some are missing, as a configuration command is sent again
+        (`SerialLink.keeps_trying`). Raises DriverTimeoutError."""
+        started, attempts = time.monotonic(), 0
+        blocks: dict[int, BlockT] = {}
+        while True:
+            blocks.update(await self._read_blocks())
+            attempts += 1
+            missing = [str(d) for d in self._devices if d.id not in blocks]
+            if not missing:
+                return blocks
+            if not self._line().keeps_trying(started, attempts):
+                raise DriverTimeoutError(
+                    f"cannot {action}: no valid status from {', '.join(missing)}"
+                )
+
+    async def clear_faults(self) -> None:
+        """Clear the devices' faults (the family's `_clear_faults`), then read every status
+        back: the states the control loop judges a reset on are the cleared ones, even when its
+        own next read loses a reply (it keeps the last states)."""
+        await super().clear_faults()
+        async with self._lock:
+            await self._read_all("read the status after clearing faults")
 
     def _count(self, device: DeviceT, kind: str, message: str) -> None:
         """Count a problem; log it at most once per `_WARN_EVERY_S` per device."""

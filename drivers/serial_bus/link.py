@@ -7,10 +7,14 @@ came or its deadline ran out: the request's wire time, then for each device its 
 (`set_return_delay`; the longest known counts) and its reply's wire time, plus `reply_margin_s`
 and twice the USB adapter's latency (`latency_s`). Undecodable bytes are skipped and counted
 (`Reply.corrupt`); what to make of a missing reply is the driver's business, except for
-`command`, an instruction one device must answer (retried `retries` times when it stays silent;
-the cyclic transactions are never retried). What is not configured is found out at `open()`:
-the adapter's latency from the FTDI ``latency_timer`` in sysfs, and a wider reply margin on a
-pseudo-terminal (a simulated chain, a process on the other end).
+`command`, an instruction one device must answer (configuration: the pings at open, the writes
+of enable and of clearing faults), sent again while the device stays silent: `retries` more times
+at least, and until `COMMAND_PATIENCE_S` has passed since it was first sent: a USB adapter or a
+loaded host can hold a reply up past its deadline of a few ms (a pty, for 30-900 ms), and a count
+of deadlines gave a healthy servo ~15 ms, failing the arm's enable. Only start-up and reset wait
+on it. The cyclic transactions are never sent again. What is not configured is found out at
+`open()`: the adapter's latency from the FTDI ``latency_timer`` in sysfs, and a wider reply
+margin and patience on a pseudo-terminal (a simulated chain, a process on the other end).
 
 A protocol names its `codec` (its module's packet builders) and implements the hooks: its parser
 (`_new_parser`), which packets answer a request (`_matches`), a status packet's data (`data`)
@@ -21,22 +25,22 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import logging
-import os
-import select
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
-import serial
-
-from drivers.errors import DeviceFaultError, DriverIOError, DriverOpenError, DriverTimeoutError
+from drivers.errors import DeviceFaultError, DriverIOError, DriverTimeoutError
 from drivers.serial_bus.framing import FrameParser, transaction_time_s
+from drivers.serial_bus.port import SerialPort, is_pty, latency_timer_s
 
 __all__ = [
+    "COMMAND_PATIENCE_S",
     "MAX_RETURN_DELAY_S",
+    "PTY_COMMAND_PATIENCE_S",
     "PTY_REPLY_MARGIN_S",
     "SERIAL_REPLY_MARGIN_S",
     "Codec",
@@ -55,25 +59,8 @@ MAX_RETURN_DELAY_S = 254 * 2e-6
 """The longest Return Delay Time (254 units of 2 µs), assumed until the devices' are known."""
 SERIAL_REPLY_MARGIN_S = 0.002
 PTY_REPLY_MARGIN_S = 0.05
-_PTY_SLAVE_MAJORS = range(136, 144)  # Unix98 pseudo-terminal slaves (/dev/pts/N), Linux
-
-
-def _is_pty(port: str) -> bool:
-    """Whether `port` is a pseudo-terminal: a process on the other end, not a bus."""
-    try:
-        return os.major(os.stat(port).st_rdev) in _PTY_SLAVE_MAJORS
-    except OSError:
-        return False
-
-
-def _usb_latency_s(port: str) -> float:
-    """The FTDI latency timer of a USB serial port (0 when there is none, e.g. a pty)."""
-    name = os.path.basename(os.path.realpath(port))
-    try:
-        with open(f"/sys/bus/usb-serial/devices/{name}/latency_timer") as file:
-            return int(file.read()) / 1000.0
-    except (OSError, ValueError):
-        return 0.0
+COMMAND_PATIENCE_S = 0.25  # s: how long a silent device's configuration command is sent again
+PTY_COMMAND_PATIENCE_S = 1.0  # s: on a pty, whose bytes a busy machine held up for 30-900 ms
 
 
 class LinkParams(Protocol):
@@ -134,46 +121,6 @@ class Reply(Generic[PacketT]):
     stale: int = 0  # status packets that answer an earlier request (Protocol 2.0: by length)
 
 
-class SerialPort:
-    """The serial port. Every method blocks: call them on the link's I/O thread only."""
-
-    def __init__(self, port: str, baudrate: int) -> None:
-        self.port = port
-        try:
-            self._serial = serial.Serial(
-                port, baudrate, timeout=0, write_timeout=1.0, exclusive=True
-            )
-        except (serial.SerialException, OSError, ValueError) as exc:
-            raise DriverOpenError(f"port {port!r} at {baudrate} baud: cannot open: {exc}") from exc
-
-    def transact(self, request: bytes, collect: Callable[[SerialPort], T]) -> T:
-        """Drop what is waiting (a late reply to an earlier transaction), send `request`, then
-        `collect(self)` the replies. Raises DriverIOError."""
-        try:
-            stale = self._serial.in_waiting
-            if stale:
-                self._serial.read(stale)
-            self._serial.write(request)
-            return collect(self)
-        except (serial.SerialException, OSError) as exc:
-            raise DriverIOError(f"port {self.port!r}: {exc}") from exc
-
-    def read(self, wait_s: float) -> bytes:
-        """What has arrived, waiting at most `wait_s` for a first byte."""
-        select.select([self._serial.fileno()], [], [], wait_s)
-        return bytes(self._serial.read(self._serial.in_waiting or 1))
-
-    def read_waiting(self) -> bytes:
-        """What has arrived, without waiting."""
-        return bytes(self._serial.read(self._serial.in_waiting or 0))
-
-    def close(self) -> None:
-        try:
-            self._serial.close()
-        except (serial.SerialException, OSError) as exc:
-            log.debug("port %r: error while closing: %s", self.port, exc)
-
-
 class SerialLink(abc.ABC, Generic[PacketT]):
     """A servo bus on one serial port: `await open()`, transactions, `await close()`."""
 
@@ -188,10 +135,12 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         reply_margin_s: float | None,
         usb_latency_s: float | None = None,
         retries: int,
+        command_patience_s: float | None = None,
     ) -> None:
         """`reply_margin_s` None: `SERIAL_REPLY_MARGIN_S`, or `PTY_REPLY_MARGIN_S` when the port
-        turns out to be a pseudo-terminal (a simulated chain). `usb_latency_s` None: read the
-        adapter's latency timer from sysfs at `open()`."""
+        turns out to be a pseudo-terminal (a simulated chain); `command_patience_s` None:
+        `COMMAND_PATIENCE_S`, or `PTY_COMMAND_PATIENCE_S` (`keeps_trying`). `usb_latency_s`
+        None: read the adapter's latency timer from sysfs at `open()`."""
         self.port = port
         self.baudrate = baudrate
         self.latency_s = 0.0 if usb_latency_s is None else usb_latency_s
@@ -199,6 +148,11 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         self._configured_margin_s = reply_margin_s
         self._reply_margin_s = SERIAL_REPLY_MARGIN_S if reply_margin_s is None else reply_margin_s
         self._retries = retries
+        self._configured_patience_s = command_patience_s
+        self._command_patience_s = (
+            COMMAND_PATIENCE_S if command_patience_s is None else command_patience_s
+        )
+        self._impatient = False
         self._return_delays: dict[int, float] = {}
         self._port: SerialPort | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -219,12 +173,13 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         if usb_latency_s is None:
             usb_latency_s = self._configured_latency_s
         if usb_latency_s is None:
-            usb_latency_s = await self._io(lambda: _usb_latency_s(self.port), timeout_s=1.0)
+            usb_latency_s = await self._io(lambda: latency_timer_s(self.port), timeout_s=1.0)
         self.latency_s = usb_latency_s
-        if self._configured_margin_s is None and await self._io(
-            lambda: _is_pty(self.port), timeout_s=1.0
-        ):
-            self._reply_margin_s = PTY_REPLY_MARGIN_S
+        if await self._io(lambda: is_pty(self.port), timeout_s=1.0):
+            if self._configured_margin_s is None:
+                self._reply_margin_s = PTY_REPLY_MARGIN_S
+            if self._configured_patience_s is None:
+                self._command_patience_s = PTY_COMMAND_PATIENCE_S
         if self.latency_s > 0.002:
             log.warning(
                 "port %r: USB latency timer %.0f ms delays every reply; set it to 1 ms "
@@ -283,17 +238,10 @@ class SerialLink(abc.ABC, Generic[PacketT]):
     async def command(
         self, device: Target, request: bytes, what: str, data_length: int = 0
     ) -> PacketT:
-        """An instruction the device answers; returns its status packet, retrying when it stays
-        silent. Raises `DriverTimeoutError` (silent), `DeviceFaultError` (refused),
-        `DriverIOError` (wrong data length)."""
-        attempts = self._retries + 1
-        for _ in range(attempts):
-            reply = await self.transact(request, (device.id,), data_length)
-            packet = reply.packets.get(device.id)
-            if packet is not None:
-                break
-        else:
-            raise DriverTimeoutError(f"{device}: no answer to {what} ({attempts} attempts)")
+        """An instruction the device answers; returns its status packet, sending it again while
+        the device stays silent (see the module docstring). Raises `DriverTimeoutError`
+        (silent), `DeviceFaultError` (refused), `DriverIOError` (wrong data length)."""
+        packet = await self._answer(device, request, what, data_length)
         refusal = self.refusal(packet)
         if refusal is not None:
             raise DeviceFaultError(f"{device}: {what}: {refusal}")
@@ -301,6 +249,43 @@ class SerialLink(abc.ABC, Generic[PacketT]):
         if len(data) != data_length:
             raise DriverIOError(f"{device}: {what}: {len(data)} bytes, expected {data_length}")
         return packet
+
+    async def _answer(self, device: Target, request: bytes, what: str, data_length: int) -> PacketT:
+        """`device`'s status packet to `request`, sent while `keeps_trying`."""
+        started, attempts = time.monotonic(), 0
+        while True:
+            reply = await self.transact(request, (device.id,), data_length)
+            attempts += 1
+            packet = reply.packets.get(device.id)
+            if packet is not None:
+                return packet
+            if not self.keeps_trying(started, attempts):
+                waited_s = time.monotonic() - started
+                raise DriverTimeoutError(
+                    f"{device}: no answer to {what} ({attempts} attempts in {waited_s:.2f} s)"
+                )
+
+    def keeps_trying(self, started: float, attempts: int) -> bool:
+        """Whether a configuration request first sent at `started` (`time.monotonic`), still
+        unanswered after `attempts`, is sent again: `retries` more times, then while
+        `within_patience` (unless `impatient`)."""
+        if attempts <= self._retries:
+            return True
+        return not self._impatient and self.within_patience(started)
+
+    def within_patience(self, started: float) -> bool:
+        """Whether less than `command_patience_s` has passed since `started`."""
+        return time.monotonic() - started < self._command_patience_s
+
+    @contextlib.contextmanager
+    def impatient(self) -> Iterator[None]:
+        """Meanwhile configuration requests are sent `retries` + 1 times only: for a caller that
+        tries again itself, or that must report a silent device at once (disabling)."""
+        self._impatient = True
+        try:
+            yield
+        finally:
+            self._impatient = False
 
     async def read_item(self, device: Target, address: int, length: int, what: str) -> bytes:
         """`length` bytes from `address`. Raises DriverTimeoutError, DeviceFaultError,

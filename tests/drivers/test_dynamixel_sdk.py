@@ -20,6 +20,7 @@ from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Addr, Instruction, StatusError
 from drivers.dynamixel.sim import SimulatedDynamixelChain
 from drivers.sim.motor import MotorParams
+from tests.realtime import PtyStallProbe, wait_out_stalls
 
 sdk = pytest.importorskip("dynamixel_sdk")
 
@@ -27,6 +28,8 @@ IDS = (1, 2, 3)
 INITIAL = {1: 0.5, 2: -1.0, 3: 2 * math.pi + 0.25}  # rad
 FAST_MOTOR = MotorParams(max_velocity=40.0, max_acceleration=400.0, counts_per_rev=4096)
 REBOOT_S = 0.05
+STALL_S = 0.002  # a hold-up of the probe counted as a stall: the chain loses as much
+SLOW_REBOOT_S = 0.5
 LED = 65
 POSITION_P_GAIN = 84
 PROFILE_VELOCITY = 112
@@ -46,18 +49,28 @@ def chain() -> Iterator[SimulatedDynamixelChain]:
 
 
 @pytest.fixture
-def client(
-    chain: SimulatedDynamixelChain, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Any, Any]]:
-    """The SDK's port (1 Mbps, the chain's rate) and its Protocol 2.0 packet handler."""
-    # The SDK waits 2 × LATENCY_TIMER + 2 ms (34 ms) for a reply, polling in a busy loop that
-    # holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core machine
-    # that budget ran out (a failed CI run). A longer wait changes no reply, only when a missing
-    # one is given up on.
-    monkeypatch.setattr(sdk.port_handler, "LATENCY_TIMER", 100)
+def stalls() -> Iterator[PtyStallProbe]:
+    """The reference of the chain's thread: this process's CPU, interpreter lock and pty path."""
+    with PtyStallProbe(late_s=STALL_S) as probe:
+        yield probe
+
+
+def open_port(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Any:
+    """The SDK's port on the chain at 1 Mbps (the chain's rate). The SDK waits 34 ms for a
+    reply, polling in a loop that holds the interpreter lock the chain's thread needs to answer:
+    on a loaded 2-core machine that ran out (failed CI runs). The wait is the SDK's own plus the
+    stalls the probe measured meanwhile (`wait_out_stalls`): a reply still missing is missing."""
     port = sdk.PortHandler(chain.port)
+    wait_out_stalls(port, stalls)
     assert port.openPort()
     assert port.setBaudRate(1_000_000)
+    return port
+
+
+@pytest.fixture
+def client(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
+    """The SDK's port and its Protocol 2.0 packet handler."""
+    port = open_port(chain, stalls)
     yield port, sdk.PacketHandler(2.0)
     port.closePort()
 
@@ -102,16 +115,22 @@ def test_ping_and_broadcast_ping(client: tuple[Any, Any]) -> None:
     assert found == {device_id: [1020, 46] for device_id in IDS}
 
 
+def collect(port: Any, count: int, stalls: PtyStallProbe) -> list[dxl.Packet]:
+    """Up to `count` status packets read raw from `port`, within 1 s plus the stalls meanwhile."""
+    parser, packets = dxl.PacketParser(), []
+    start = time.monotonic()
+    while len(packets) < count and time.monotonic() - start < 1.0 + stalls.stalled_s(start):
+        packets += parser.feed(bytes(port.readPort(64)))
+    return packets
+
+
 def test_broadcast_ping_answers_in_id_order_each_after_its_return_delay(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    client: tuple[Any, Any], stalls: PtyStallProbe
 ) -> None:
     port, _ = client
     port.clearPort()
     port.writePort(list(dxl.make_ping(dxl.BROADCAST_ID)))
-    parser, packets = dxl.PacketParser(), []
-    deadline = time.monotonic() + 1.0
-    while len(packets) < len(IDS) and time.monotonic() < deadline:
-        packets += parser.feed(bytes(port.readPort(64)))
+    packets = collect(port, len(IDS), stalls)
     assert [p.id for p in packets] == list(IDS)
     assert all(p.error == 0 and p.data == bytes([0xFC, 0x03, 46]) for p in packets)
 
@@ -235,15 +254,14 @@ def test_bulk_write_and_bulk_read_of_different_items(
     assert chain.read_table(2, POSITION_P_GAIN, 2) == bytes([0x34, 0x02])
 
 
-def test_bulk_read_answers_in_the_order_of_the_packet(client: tuple[Any, Any]) -> None:
+def test_bulk_read_answers_in_the_order_of_the_packet(
+    client: tuple[Any, Any], stalls: PtyStallProbe
+) -> None:
     port, _ = client
     params = b"".join(bytes([i]) + dxl.u16(Addr.ID) + dxl.u16(1) for i in (3, 1, 2))
     port.clearPort()
     port.writePort(list(dxl.encode_packet(dxl.BROADCAST_ID, Instruction.BULK_READ, params)))
-    parser, packets = dxl.PacketParser(), []
-    deadline = time.monotonic() + 1.0
-    while len(packets) < 3 and time.monotonic() < deadline:
-        packets += parser.feed(bytes(port.readPort(64)))
+    packets = collect(port, 3, stalls)
     assert [(p.id, p.data) for p in packets] == [(3, b"\x03"), (1, b"\x01"), (2, b"\x02")]
 
 
@@ -282,19 +300,31 @@ def test_factory_reset_restores_the_initial_values(
     assert status_error(rxpacket) == StatusError.DATA_RANGE  # not an option
 
 
-def test_reboot_clears_a_hardware_error(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
-) -> None:
-    port, handler = client
+def test_reboot_clears_a_hardware_error(stalls: PtyStallProbe) -> None:
+    # A servo that boots for longer than the default chain's 50 ms, so that the Ping after the
+    # Reboot reaches it while it boots unless the machine held the test up for about as long: an
+    # answer is wrong only if it came sooner than the boot could have ended.
+    with SimulatedDynamixelChain(IDS, reboot_s=SLOW_REBOOT_S) as chain:
+        port = open_port(chain, stalls)
+        try:
+            reboot_clears_a_hardware_error(chain, port, sdk.PacketHandler(2.0))
+        finally:
+            port.closePort()
+
+
+def reboot_clears_a_hardware_error(chain: SimulatedDynamixelChain, port: Any, handler: Any) -> None:
     chain.inject_hardware_error(1, dxl.HardwareError.OVERHEATING)
     value, result, error = handler.read1ByteTxRx(port, 1, Addr.HARDWARE_ERROR_STATUS)
     assert (value, result) == (dxl.HardwareError.OVERHEATING, sdk.COMM_SUCCESS)
     assert error & dxl.ALERT_BIT
     result, error = handler.write1ByteTxRx(port, 1, Addr.TORQUE_ENABLE, 1)
     assert error == dxl.ALERT_BIT | StatusError.RESULT_FAIL
+    rebooting = time.monotonic()
     assert handler.reboot(port, 1) == (sdk.COMM_SUCCESS, dxl.ALERT_BIT)
-    assert handler.ping(port, 1)[1] == sdk.COMM_RX_TIMEOUT  # still booting
-    time.sleep(2 * REBOOT_S)
+    booting = handler.ping(port, 1)[1]  # still booting
+    answered_after_s = time.monotonic() - rebooting
+    assert booting == sdk.COMM_RX_TIMEOUT or answered_after_s >= SLOW_REBOOT_S
+    time.sleep(SLOW_REBOOT_S)  # the boot ends at most that long after the Reboot's reply
     assert handler.read1ByteTxRx(port, 1, Addr.HARDWARE_ERROR_STATUS) == (0, sdk.COMM_SUCCESS, 0)
 
 

@@ -20,6 +20,7 @@ from drivers.feetech.protocol import ErrorBit
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr
 from drivers.sim.motor import MotorParams
+from tests.realtime import PtyStallProbe, wait_out_stalls
 
 INITIAL = {1: 0.5, 2: -1.0, 3: 0.0}  # rad: 2374, 1396 and 2048 counts
 COUNTS = {
@@ -28,6 +29,7 @@ COUNTS = {
     3: 2048,
 }
 FAST_MOTOR = MotorParams(max_velocity=40.0, max_acceleration=400.0, counts_per_rev=4096)
+STALL_S = 0.002  # a hold-up of the probe counted as a stall: the chain loses as much
 
 
 @pytest.fixture
@@ -39,18 +41,28 @@ def chain() -> Iterator[SimulatedFeetechChain]:
 
 
 @pytest.fixture
-def client(
-    chain: SimulatedFeetechChain, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[Any, Any]]:
-    """The SDK's port and packet handler (STS: protocol_end 0, little-endian words)."""
-    # The SDK waits 2 × LATENCY_TIMER + 2 ms (34 ms) for a reply, polling in a busy loop that
-    # holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core machine
-    # that budget ran out (a failed CI run). A longer wait changes no reply, only when a missing
-    # one is given up on.
-    monkeypatch.setattr(sdk.port_handler, "LATENCY_TIMER", 100)
+def stalls() -> Iterator[PtyStallProbe]:
+    """The reference of the chain's thread: this process's CPU, interpreter lock and pty path."""
+    with PtyStallProbe(late_s=STALL_S) as probe:
+        yield probe
+
+
+def open_port(chain: SimulatedFeetechChain, stalls: PtyStallProbe) -> Any:
+    """The SDK's port on the chain at 1 Mbps. The SDK waits 34 ms for a reply, polling in a
+    loop that holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core
+    machine that ran out (failed CI runs). The wait is the SDK's own plus the stalls the probe
+    measured meanwhile (`wait_out_stalls`): a reply still missing is missing."""
     port = sdk.PortHandler(chain.port)
+    wait_out_stalls(port, stalls)
     assert port.openPort()
     assert port.setBaudRate(1_000_000)
+    return port
+
+
+@pytest.fixture
+def client(chain: SimulatedFeetechChain, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
+    """The SDK's port and packet handler (STS: protocol_end 0, little-endian words)."""
+    port = open_port(chain, stalls)
     yield port, sdk.PacketHandler(0)
     port.closePort()
 
@@ -158,11 +170,10 @@ def test_sdk_and_codec_frame_packets_identically(client: tuple[Any, Any]) -> Non
     ]
 
 
-def test_sdk_talks_big_endian_to_an_scs_servo() -> None:
+def test_sdk_talks_big_endian_to_an_scs_servo(stalls: PtyStallProbe) -> None:
     # protocol_end 1 (the SDK keeps it in a module global: put it back to 0 afterwards).
     with SimulatedFeetechChain([4], initial_positions={4: 1.0}, models={4: "scs0009"}) as chain:
-        port = sdk.PortHandler(chain.port)
-        assert port.openPort()
+        port = open_port(chain, stalls)
         try:
             handler = sdk.PacketHandler(1)
             assert handler.ping(port, 4) == (1284, sdk.COMM_SUCCESS, 0)

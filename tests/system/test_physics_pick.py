@@ -117,12 +117,15 @@ def arm(request: pytest.FixtureRequest, spawn: Spawn, tmp_path: Path) -> Iterato
     daemon = ArmdProcess(path, tmp_path / "armd.out").start()
     probe = MqttProbe(broker.host, broker.port, arm=name)
     try:
-        probe.wait_for(
-            lambda: probe.availability() == "online" and bool(probe.on("state")),
-            START_S,
-            f"the daemon online\n{daemon.output()}",
-        )
-        probe.wait_mode("holding")
+        try:
+            probe.wait_for(
+                lambda: probe.availability() == "online" and bool(probe.on("state")),
+                START_S,
+                "the daemon online",
+            )
+            probe.wait_mode("holding")
+        except AssertionError as exc:  # the daemon's log as it is now, not as it was at start
+            raise AssertionError(f"{exc}\n{daemon.output()}") from None
         yield probe
     finally:
         probe.close()

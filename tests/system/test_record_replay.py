@@ -24,6 +24,8 @@ JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
 # curve itself stays within 1 mrad of the recording. Until 2026-11-26 the replay's states were cut
 # at its last moving one, which forced the time alignment off by up to ~40 ms: 2-32 mrad.
 TRACKING = 0.008
+ACCELERATION = 4.0  # rad/s²: config/sim.yaml's limit on each of JOINTS
+PERIOD_S = 1 / 250  # config/sim.yaml's loop_hz
 
 
 def armd(*args: object, timeout_s: float = 4 * WAIT_S) -> subprocess.CompletedProcess[str]:
@@ -38,9 +40,8 @@ def goal(arm: Rig, goal_id: str, speed: str, **positions: float) -> None:
     assert done.returncode == 0, done
 
 
-def record_demo(arm: Rig, out: Path, tag: str = "") -> np.ndarray:
-    """Record two goals moving the arm (ended with Ctrl-C; goal ids end with `tag`); returns
-    where it started."""
+def record_demo(arm: Rig, out: Path) -> np.ndarray:
+    """Record two goals moving the arm (ended with Ctrl-C); returns where it started."""
     start = joint_positions(arm.probe.latest_state())
     recorder = subprocess.Popen(
         armd_command("record", "--config", arm.config, "--out", out),
@@ -53,9 +54,9 @@ def record_demo(arm: Rig, out: Path, tag: str = "") -> np.ndarray:
         started = recorder.stderr.readline()  # once subscribed
         assert started.startswith("recording armd/ur5-sim/state to "), started
         time.sleep(0.3)  # some rest first, as in a real demonstration
-        goal(arm, f"demo-1{tag}", "0.4", shoulder_pan_joint=start["shoulder_pan_joint"] + 0.6,
+        goal(arm, "demo-1", "0.4", shoulder_pan_joint=start["shoulder_pan_joint"] + 0.6,
              elbow_joint=start["elbow_joint"] - 0.4)  # fmt: skip
-        goal(arm, f"demo-2{tag}", "0.7", shoulder_lift_joint=start["shoulder_lift_joint"] + 0.3,
+        goal(arm, "demo-2", "0.7", shoulder_lift_joint=start["shoulder_lift_joint"] + 0.3,
              shoulder_pan_joint=start["shoulder_pan_joint"] + 0.2)  # fmt: skip
         time.sleep(0.3)
     finally:
@@ -67,34 +68,47 @@ def record_demo(arm: Rig, out: Path, tag: str = "") -> np.ndarray:
 
 
 def test_a_recording_is_replayed_and_followed(arm: Rig, tmp_path: Path) -> None:
-    """A stall of the machine (missed ticks) during the recording or the replay puts a kink into
-    what is compared; such an attempt is made again, up to three times. Without missed ticks the
-    replay must follow the recording within `TRACKING`."""
-    for attempt in range(1, 4):
-        mark = arm.probe.mark()
-        error, dry, done = record_and_replay(arm, tmp_path / f"demo{attempt}.csv.gz", f"-{attempt}")
-        states = arm.probe.states(mark)
-        missed = states[-1]["missed_ticks"] - states[0]["missed_ticks"]
-        if error < TRACKING or missed == 0:
-            break
-    assert error < TRACKING, (error, missed, dry.stdout, done.stderr)
+    """Without a stall the replay follows the recording within `TRACKING`. A stall widens what
+    is compared, by what the test measured: the loop's missed ticks (during the recording or the
+    replay: the motion is shifted in time by as long, so a joint at the recording's peak speed
+    is off by that speed × the missed time), and the largest gap between the replay's states
+    (the daemon's telemetry runs at normal priority: the followed curve is interpolated across
+    the gap, off by up to acceleration × gap² / 8)."""
+    mark = arm.probe.mark()
+    recording, followed, dry, done = record_and_replay(arm, tmp_path / "demo.csv.gz")
+    states = arm.probe.states(mark)
+    missed = states[-1]["missed_ticks"] - states[0]["missed_ticks"]
+    error = tracking_error(recording, followed)
+    columns = [recording.joints.index(name) for name in JOINTS]
+    speeds = np.abs(np.diff(recording.positions[:, columns], axis=0))
+    peak_speed = float((speeds / np.diff(recording.times)[:, None]).max())
+    gap_s = float(np.diff([s["t"] for s in followed]).max())
+    bound = TRACKING + peak_speed * missed * PERIOD_S + ACCELERATION * gap_s**2 / 8
+    seen = (error, bound, missed, peak_speed, gap_s, dry.stdout, done.stderr)
+    assert error < bound, seen
 
 
 def record_and_replay(
-    arm: Rig, demo: Path, tag: str
-) -> tuple[float, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
-    """Record a demonstration into `demo`, dry-run and replay it; the largest tracking error."""
-    origin = record_demo(arm, demo, tag)
+    arm: Rig, demo: Path
+) -> tuple[
+    Recording,
+    list[dict[str, Any]],
+    subprocess.CompletedProcess[str],
+    subprocess.CompletedProcess[str],
+]:
+    """Record a demonstration into `demo`, dry-run and replay it; the recording, the replay's
+    states from its first moving one on, and the two commands' results."""
+    origin = record_demo(arm, demo)
     recording = read_recording(demo)  # complete: every row parses
     assert recording.times.shape[0] > 20
     header = recording.joints
     assert header == tuple(joint_positions(arm.probe.latest_state()))
     # Elsewhere first: the replay starts with an approach to the recording's first point.
-    goal(arm, f"away{tag}", "1", shoulder_pan_joint=float(origin[0]) - 0.3)
+    goal(arm, "away", "1", shoulder_pan_joint=float(origin[0]) - 0.3)
     arm.probe.wait_state(at_rest, what="the arm at rest")
 
     mark = arm.probe.mark()
-    dry = armd("replay", demo, "--config", arm.config, "--dry-run", "--id", f"dry{tag}")
+    dry = armd("replay", demo, "--config", arm.config, "--dry-run", "--id", "dry")
     assert dry.returncode == 0, dry
     lines = dry.stdout.splitlines()
     assert lines[0].startswith(f"replay {demo}: {recording.times.shape[0]} samples"), lines
@@ -103,9 +117,9 @@ def record_and_replay(
     assert lines[3].startswith("approach "), lines
     time.sleep(0.5)
     assert arm.probe.on("goal", mark) == []  # the dry run sent nothing
-    assert arm.probe.statuses(f"dry{tag}", mark) == []
+    assert arm.probe.statuses("dry", mark) == []
 
-    done = armd("replay", demo, "--config", arm.config, "--id", f"replay{tag}")
+    done = armd("replay", demo, "--config", arm.config, "--id", "replay")
     assert done.returncode == 0, done
     statuses = [json.loads(line) for line in done.stdout.splitlines()]
     assert [s["status"] for s in statuses] == ["accepted", "succeeded"], done
@@ -118,7 +132,7 @@ def record_and_replay(
     # moving state (when its goal settles, on a 25 Hz grid).
     states = arm.probe.states(mark)
     start = next(i for i, s in enumerate(states) if s["mode"] == "moving")
-    return tracking_error(recording, states[start:]), dry, done
+    return recording, states[start:], dry, done
 
 
 def tracking_error(recording: Recording, followed: list[dict[str, Any]]) -> float:

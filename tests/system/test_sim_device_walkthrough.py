@@ -148,15 +148,38 @@ def start_daemon(config: Path, log: Path, probe: MqttProbe) -> ArmdProcess:
     return daemon
 
 
-def run_goal(probe: MqttProbe, daemon: ArmdProcess, positions: dict[str, float]) -> None:
+@pytest.fixture
+def pty_stalls() -> Iterator[PtyStallProbe]:
+    """The kernel's pty path timed beside the test (stalls of 10 ms or more), for the report of
+    a failure: a stall longer than the example's `stale_hold_s` (50 ms) holds the arm, longer
+    than its `stale_fault_s` (250 ms) faults it, as it should on a real bus that went quiet."""
+    with PtyStallProbe(late_s=0.01) as probe:
+        yield probe
+
+
+def diagnosis(probe: MqttProbe, daemon: ArmdProcess, stalls: PtyStallProbe) -> str:
+    """What explains a failed goal: the faults the daemon published (the retained ``fault``
+    topic), its latest messages and mode, its log's warnings and errors (a long log's tail alone
+    may have lost them), and the pty path's stalls."""
+    faults = [m.text or "(cleared)" for m in probe.on("fault")]
+    log = daemon.output().splitlines()
+    notable = [line for line in log if " WARNING " in line or " ERROR " in line]
+    pty = f"pty stalls (ms): {[round(s * 1e3) for s in stalls.stalls_s]}"
+    head = [f"faults published: {faults}", pty, probe.summary(), "warnings and errors:"]
+    return "\n".join([*head, *notable[-40:], "the daemon's last lines:", *log[-15:]])
+
+
+def run_goal(
+    probe: MqttProbe, daemon: ArmdProcess, stalls: PtyStallProbe, positions: dict[str, float]
+) -> None:
     goal = {"id": uuid.uuid4().hex[:12], "type": "joints", "positions": positions}
     status = probe.run_goal(goal, timeout_s=2 * WAIT_S)
-    assert status["status"] == "succeeded", f"{status}\n{daemon.output()[-6000:]}"
+    assert status["status"] == "succeeded", f"{status}\n{diagnosis(probe, daemon, stalls)}"
 
 
 @pytest.mark.usefixtures("loaded_core")
 def test_the_example_config_drives_the_default_simulated_devices(
-    tmp_path: Path, spawn: Any
+    tmp_path: Path, spawn: Any, pty_stalls: PtyStallProbe
 ) -> None:
     a, b, c, d = uuid.uuid4().bytes[:4]
     group, first = f"239.{a}.{b}.{max(c, 1)}", 3 + d % 58
@@ -186,7 +209,7 @@ def test_the_example_config_drives_the_default_simulated_devices(
                 "wrist_1_joint": start["wrist_1_joint"] + 0.5,  # Dynamixel
                 "wrist_3_joint": start["wrist_3_joint"] + 0.5,  # sim
             }
-            run_goal(probe, daemon, away)
+            run_goal(probe, daemon, pty_stalls, away)
         finally:
             daemon.stop()
         assert daemon.returncode == 0, daemon.output()
@@ -197,7 +220,7 @@ def test_the_example_config_drives_the_default_simulated_devices(
             for name, position in away.items():
                 if name != "wrist_3_joint":  # the in-process `sim` driver starts afresh
                     assert there[name] == pytest.approx(position, abs=0.01), name
-            run_goal(probe, daemon, {name: start[name] for name in away})
+            run_goal(probe, daemon, pty_stalls, {name: start[name] for name in away})
         finally:
             daemon.stop()
             probe.close()
