@@ -341,7 +341,7 @@ class ODriveBench:
     sim: SimulatedODrive
     bus: PluggableCan
     transmission: ArmTransmission
-    stalls: StallProbe  # the reference of the simulated axes' thread (normal priority)
+    stalls: StallProbe  # the reference of the simulated axes (tasks on the rig's loop)
 
     def silence(self, silent: bool) -> None:
         for axis in self.sim.axes.values():
@@ -573,7 +573,9 @@ class Bench(Protocol):
     rig: HwRig
 
     @property
-    def stalls(self) -> StallProbe | PtyStallProbe: ...
+    def stalls(self) -> StallProbe | PtyStallProbe | None:
+        """The reference of the devices' threads (None: none, and no stall excuses anything)."""
+        ...
 
     def true_q(self) -> Array:
         """The joints' true positions, from the simulated motors' shafts (rad)."""
@@ -644,13 +646,13 @@ def held_through_a_stall(bench: Bench, goal_id: str, started: float) -> bool:
     """Whether goal `goal_id` (sent at `started`) was aborted by a hold on stale feedback that a
     stall explains: one the bench's probe measured, since then, of at least half the hold's
     threshold (the probe's and the driver's transactions are not in phase, and the reads lost
-    at either end of a stall each add a period). The devices' threads run at normal priority
-    (and a pty's bytes through a kernel worker that does too): a stall starves them of replies,
-    and the loop holds the arm, as it must when a real bus goes quiet."""
+    at either end of a stall each add a period). The rig runs at real-time priority, but a
+    pty's bytes pass through a kernel worker at normal priority: a stall starves the loop of
+    replies, and it holds the arm, as it must when a real bus goes quiet."""
     final = bench.rig.final(goal_id)
     assert final is not None
     held = final.status is GoalStatus.ABORTED and (final.reason or "").startswith("stale feedback")
-    longest_s = bench.stalls.longest_s(started)
+    longest_s = 0.0 if bench.stalls is None else bench.stalls.longest_s(started)
     assert not held or longest_s >= THRESHOLDS.stale_hold_s / 2, (final, longest_s)
     return held
 

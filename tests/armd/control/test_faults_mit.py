@@ -57,7 +57,7 @@ class MitBench:
     sim: SimulatedMitBus
     bus: PluggableCan
     transmission: ArmTransmission
-    stalls: StallProbe  # the reference of the simulated actuators' thread (normal priority)
+    stalls: StallProbe | None = None  # the reference of the actuators' receiver thread
 
     def silence(self, silent: bool) -> None:
         with self.sim.lock:
