@@ -35,3 +35,26 @@ def mosquitto_factory(tmp_path: Path) -> Iterator[Callable[..., MosquittoBroker]
     yield start
     for broker in brokers:
         broker.stop()
+
+
+# Modules that wait longest on real time (arms moving at their speed, daemons, browsers) run
+# first: pytest-xdist's `--dist loadscope` hands modules to the workers in collection order, so
+# the short unit-test modules then fill the end of the run on both workers instead of one worker
+# finishing a minute-long module alone. Within each group the order is pytest's.
+SLOW_FIRST = (
+    "tests/system/test_collision_fuzz",  # its two halves, ~55 s each
+    "tests/armd/cli/test_calibration_auto",  # the README's SO-101 ~65 s
+    "tests/system/test_cli_client.py",
+    "tests/system/",
+    "tests/armd/cli/test_main.py",
+    "tests/armd/cli/test_leader_cmd.py",
+)
+
+
+def _start_rank(item: pytest.Item) -> int:
+    path = item.path.relative_to(Path(__file__).parent.parent).as_posix()
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if path.startswith(prefix)), 99)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=_start_rank)  # stable: each group keeps its order
