@@ -9,6 +9,7 @@ wait for the status packet of a unicast Action (the e-manual shows one), so the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Addr, Instruction, StatusError
 from drivers.dynamixel.sim import SimulatedDynamixelChain
 from drivers.sim.motor import MotorParams
-from tests.realtime import PtyStallProbe, wait_out_stalls
+from tests.realtime import PtyStallProbe, at_sim_priority, wait_out_stalls
 
 sdk = pytest.importorskip("dynamixel_sdk")
 
@@ -42,9 +43,15 @@ def counts(rad: float) -> int:
 
 @pytest.fixture
 def chain() -> Iterator[SimulatedDynamixelChain]:
-    with SimulatedDynamixelChain(
-        IDS, initial_positions=INITIAL, motor_params=FAST_MOTOR, reboot_s=REBOOT_S
-    ) as chain:
+    """The chain, its thread at real-time priority as a servo's firmware answers: a CPU-bound
+    neighbour then delays only the kernel's pty path, which the stall probe times."""
+    with contextlib.ExitStack() as stack:
+        with at_sim_priority():  # the chain's thread, started here, inherits it
+            chain = stack.enter_context(
+                SimulatedDynamixelChain(
+                    IDS, initial_positions=INITIAL, motor_params=FAST_MOTOR, reboot_s=REBOOT_S
+                )
+            )
         yield chain
 
 

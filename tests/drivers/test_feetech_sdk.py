@@ -7,6 +7,7 @@ with a second Read; no RESET instruction) the tests stay within what both accept
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from drivers.feetech.protocol import ErrorBit
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr
 from drivers.sim.motor import MotorParams
-from tests.realtime import PtyStallProbe, wait_out_stalls
+from tests.realtime import PtyStallProbe, at_sim_priority, wait_out_stalls
 
 INITIAL = {1: 0.5, 2: -1.0, 3: 0.0}  # rad: 2374, 1396 and 2048 counts
 COUNTS = {
@@ -34,9 +35,13 @@ STALL_S = 0.002  # a hold-up of the probe counted as a stall: the chain loses as
 
 @pytest.fixture
 def chain() -> Iterator[SimulatedFeetechChain]:
-    with SimulatedFeetechChain(
-        [1, 2, 3], initial_positions=INITIAL, motor_params=FAST_MOTOR
-    ) as chain:
+    """The chain, its thread at real-time priority as a servo's firmware answers: a CPU-bound
+    neighbour then delays only the kernel's pty path, which the stall probe times."""
+    with contextlib.ExitStack() as stack:
+        with at_sim_priority():  # the chain's thread, started here, inherits it
+            chain = stack.enter_context(
+                SimulatedFeetechChain([1, 2, 3], initial_positions=INITIAL, motor_params=FAST_MOTOR)
+            )
         yield chain
 
 
