@@ -23,17 +23,19 @@ from armd.config.load import load_config
 from kinematics.dynamics import Dynamics
 from tests.broker import MosquittoBroker
 from tests.drivers.odrive_dbc import load_dbc
+from tests.realtime import PtyStallProbe
 from tests.system.probe import MqttProbe, joint_positions
 from tests.system.test_sim_device_walkthrough import (
     ARM,
     example_config,
     printed_config,
+    pty_stalls,
     run_goal,
     spawn,
     start_daemon,
 )
 
-__all__ = ["spawn"]  # the fixture
+__all__ = ["pty_stalls", "spawn"]  # the fixtures
 
 SET_INPUT_POS = 0x0C
 LISTEN_S = 0.5
@@ -49,7 +51,9 @@ def set_input_pos_frames(group: str, seconds: float) -> list[can.Message]:
         return frames
 
 
-def test_torque_ff_carries_the_gravity_torque_of_the_held_pose(tmp_path: Path, spawn: Any) -> None:
+def test_torque_ff_carries_the_gravity_torque_of_the_held_pose(
+    tmp_path: Path, spawn: Any, pty_stalls: PtyStallProbe
+) -> None:
     dbc: Any = load_dbc()
     message = dbc.get_message_by_frame_id(SET_INPUT_POS)
     a, b, c, d = uuid.uuid4().bytes[:4]
@@ -73,10 +77,10 @@ def test_torque_ff_carries_the_gravity_torque_of_the_held_pose(tmp_path: Path, s
         try:
             start = joint_positions(probe.latest_state())
             pose = {"shoulder_lift_joint": -1.0, "elbow_joint": 1.2}
-            run_goal(probe, daemon, pose)
+            run_goal(probe, daemon, pose, pty_stalls)
             state = probe.latest_state()
             frames = set_input_pos_frames(group, LISTEN_S)
-            run_goal(probe, daemon, {name: start[name] for name in pose})
+            run_goal(probe, daemon, {name: start[name] for name in pose}, pty_stalls)
         finally:
             daemon.stop()
             probe.close()
