@@ -140,12 +140,14 @@ async def test_moves_follow_the_targets(channel: str) -> None:
             await tick(driver, {n: start[n] + (goal[n] - start[n]) * k / steps for n in goal})
 
         async def arrived() -> bool:
+            """Every report and the elbow's motor at the goal (a report is one TPDO old)."""
             states = await tick(driver, goal)
-            return all(abs(states[n].position - goal[n]) <= 2 * QUANTUM for n in goal)
+            with sim.drives[2].lock:
+                motor = sim.drives[2].motor.position
+            reports = [abs(states[n].position - goal[n]) for n in goal]
+            return max(*reports, abs(motor - goal["elbow"])) <= 2 * QUANTUM
 
         await eventually(arrived, "the move")
-        with sim.drives[2].lock:
-            assert sim.drives[2].motor.position == pytest.approx(-0.8, abs=2 * QUANTUM)
         states = await driver.read()
         assert states["shoulder"].fault is None
         assert states["shoulder"].effort is not None
@@ -394,9 +396,14 @@ async def test_a_drive_with_a_factor_group_is_driven_in_its_position_units(
             await tick(driver, {"shoulder": START[1] + 0.3 * k / 50, "elbow": START[2]})
 
         async def arrived() -> bool:
+            """The drive's report and its motor both at the target: the report is one TPDO old,
+            so it can arrive while the motor still settles (seen on a loaded machine)."""
             states = await tick(driver, {"shoulder": START[1] + 0.3, "elbow": START[2]})
-            return abs(states["shoulder"].position - (START[1] + 0.3)) <= 2 * quantum
+            with sim.drives[1].lock:
+                motor = sim.drives[1].motor.position
+            reported = states["shoulder"].position
+            return (
+                max(abs(reported - (START[1] + 0.3)), abs(motor - (START[1] + 0.3))) <= 2 * quantum
+            )
 
         await eventually(arrived, "the move in position units")
-        with sim.drives[1].lock:
-            assert sim.drives[1].motor.position == pytest.approx(START[1] + 0.3, abs=2 * quantum)
