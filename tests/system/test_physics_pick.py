@@ -36,8 +36,15 @@ import yaml
 
 from tests.armd.cli.test_sim_device_cmd import Spawn, read_line, spawn
 from tests.broker import MosquittoBroker
+from tests.realtime import PtyStallProbe
 from tests.system.helpers import ROOT, START_S, ArmdProcess
-from tests.system.probe import MqttProbe, at_rest, contract_violations, joint_positions
+from tests.system.probe import (
+    MqttProbe,
+    at_rest,
+    contract_violations,
+    joint_positions,
+    run_goal_through_stalls,
+)
 
 __all__ = ["spawn"]  # the fixture
 
@@ -57,6 +64,8 @@ DIFFERENCES = {"close": {"physics": HELD, "chain": None, "sim": None}}
 OPEN = 1.5  # rad: the configs' gripper `open`
 LIFT_M = 0.07  # m: over_cube's TCP is 8 cm above grasp_cube's (the poses' comment)
 RAISE_M = 0.03  # m: then up again, a pose goal holding the cube
+STALE_HOLD_S = 0.05  # config/so101.yaml's safety.stale_hold_s (the default)
+PERIOD_S = 1 / 100  # its loop_hz
 GRIP = 0.3 * 1.7  # N·m: the physics config's gripper effort × max_effort
 STALL = 1.2  # N·m: the physics config's gripper stall effort
 
@@ -133,7 +142,22 @@ def arm(request: pytest.FixtureRequest, spawn: Spawn, tmp_path: Path) -> Iterato
         broker.stop()
 
 
-def _raise_tool(probe: MqttProbe, state: dict[str, Any], height: float) -> dict[str, Any]:
+@pytest.fixture
+def pty_stalls() -> Iterator[PtyStallProbe]:
+    """The kernel's pty path timed beside the test (stalls of 10 ms or more): the chain's
+    servos answer through one, and a stall longer than the config's stale_hold_s holds the arm."""
+    with PtyStallProbe(late_s=0.01) as probe:
+        yield probe
+
+
+def _run(probe: MqttProbe, goal: dict[str, Any], stalls: PtyStallProbe | None) -> dict[str, Any]:
+    """The goal's final status (`run_goal_through_stalls`: `stalls` is the chain's pty path)."""
+    return run_goal_through_stalls(probe, goal, stalls, hold_s=STALE_HOLD_S, period_s=PERIOD_S)
+
+
+def _raise_tool(
+    probe: MqttProbe, state: dict[str, Any], height: float, stalls: PtyStallProbe | None
+) -> dict[str, Any]:
     """A pose goal (position only) `height` m above the tool's pose in `state` (the gripper
     left out: a held cube stays held); its final status. With the cube, the arm's joints sag
     under its weight within the config's pose tolerance."""
@@ -143,7 +167,7 @@ def _raise_tool(probe: MqttProbe, state: dict[str, Any], height: float) -> dict[
         "type": "pose",
         "position": [x, y, z + height],
     }
-    final = probe.run_goal(goal)
+    final = _run(probe, goal, stalls)
     probe.wait_state(at_rest, what="the arm at rest after the raise")
     return final
 
@@ -153,13 +177,14 @@ def _gripper(state: dict[str, Any]) -> dict[str, float]:
 
 
 def test_the_pick_succeeds_goal_for_goal_on_both_arms_and_the_physics_cube_comes_up(
-    arm: MqttProbe, request: pytest.FixtureRequest
+    arm: MqttProbe, request: pytest.FixtureRequest, pty_stalls: PtyStallProbe
 ) -> None:
     which = request.node.callspec.params["arm"]
     probe = arm
+    stalls = pty_stalls if which == "chain" else None
     tcp: dict[str, float] = {}
     for goal_id, goal in PICK:
-        final = probe.run_goal({"id": goal_id, **goal})
+        final = _run(probe, {"id": goal_id, **goal}, stalls)
         assert final["status"] == "succeeded", (goal_id, final, probe.summary())
         expected = DIFFERENCES.get(goal_id, {}).get(which)
         if expected is None:
@@ -170,7 +195,7 @@ def test_the_pick_succeeds_goal_for_goal_on_both_arms_and_the_physics_cube_comes
         tcp[goal_id] = state["tcp"]["position"][2]
         if goal_id == "lift":
             lifted = state
-            raised = _raise_tool(probe, state, RAISE_M)
+            raised = _raise_tool(probe, state, RAISE_M, stalls)
             assert raised["status"] == "succeeded", (raised, probe.summary())
     assert tcp["lift"] - tcp["grasp"] > LIFT_M
     gripper = _gripper(lifted)

@@ -36,7 +36,7 @@ from drivers.serial_bus.link import PTY_REPLY_MARGIN_S
 from tests.broker import MosquittoBroker
 from tests.realtime import PtyStallProbe, with_sim_priority
 from tests.system.helpers import ROOT, START_S, ArmdProcess, armd_command
-from tests.system.probe import WAIT_S, MqttProbe, joint_positions
+from tests.system.probe import WAIT_S, MqttProbe, joint_positions, run_goal_through_stalls
 
 EXAMPLE = ROOT / "config" / "armd.example.yaml"
 ARM = "ur5-example"
@@ -152,7 +152,6 @@ def diagnosis(probe: MqttProbe, daemon: ArmdProcess, stalls: PtyStallProbe | Non
 
 STALE_HOLD_S = 0.05  # the example's safety.stale_hold_s
 PERIOD_S = 1 / 250  # the example's loop_hz
-RESENDS = 3
 
 
 def run_goal(
@@ -161,22 +160,13 @@ def run_goal(
     positions: dict[str, float],
     stalls: PtyStallProbe | None = None,
 ) -> None:
-    """The goal, until it succeeds. A goal aborted for stale feedback is the daemon's documented
-    answer to a bus quiet for `stale_hold_s` (docs/safety.md): it is sent again, as a user would,
-    when `stalls` saw the pty path (or the test's process) held up that long, less two periods,
-    while it ran (at most `RESENDS` times); any other end, or that one without such a stall,
-    fails the test."""
-    for _ in range(1 + RESENDS):
-        goal = {"id": uuid.uuid4().hex[:12], "type": "joints", "positions": positions}
-        sent = time.monotonic()
-        status = probe.run_goal(goal, timeout_s=2 * WAIT_S)
-        if status["status"] == "succeeded":
-            return
-        stalled_s = 0.0 if stalls is None else stalls.longest_s(sent)
-        stale = status["status"] == "aborted" and status.get("reason", "").startswith("stale")
-        if not (stale and stalled_s >= STALE_HOLD_S - 2 * PERIOD_S):
-            break
-    raise AssertionError(f"{status}\n{diagnosis(probe, daemon, stalls)}")
+    """The goal succeeds, sent again after an abort for stale feedback only where `stalls`
+    measured the pty path quiet that long (`run_goal_through_stalls`)."""
+    goal = {"id": uuid.uuid4().hex[:12], "type": "joints", "positions": positions}
+    status = run_goal_through_stalls(
+        probe, goal, stalls, hold_s=STALE_HOLD_S, period_s=PERIOD_S, timeout_s=2 * WAIT_S
+    )
+    assert status["status"] == "succeeded", f"{status}\n{diagnosis(probe, daemon, stalls)}"
 
 
 def test_the_example_config_drives_the_default_simulated_devices(

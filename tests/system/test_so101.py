@@ -14,12 +14,22 @@ import yaml
 
 from tests.armd.cli.test_sim_device_cmd import Spawn, read_line, spawn
 from tests.broker import MosquittoBroker
+from tests.realtime import PtyStallProbe
 from tests.system.helpers import ROOT, START_S, ArmdProcess
-from tests.system.probe import MqttProbe, joint_positions
+from tests.system.probe import MqttProbe, joint_positions, run_goal_through_stalls
 
 __all__ = ["spawn"]  # the fixture
 
 SO101 = ROOT / "config" / "so101.yaml"
+STALE_HOLD_S = 0.05  # its safety.stale_hold_s (the default)
+PERIOD_S = 1 / 100  # its loop_hz
+
+
+@pytest.fixture
+def pty_stalls() -> Iterator[PtyStallProbe]:
+    """The kernel's pty path timed beside the test, which the chain's servos answer through."""
+    with PtyStallProbe(late_s=0.01) as probe:
+        yield probe
 
 
 @pytest.fixture
@@ -55,16 +65,23 @@ def so101(spawn: Spawn, tmp_path: Path) -> Iterator[MqttProbe]:
         broker.stop()
 
 
-def test_the_so101_config_drives_the_simulated_arm_and_its_gripper(so101: MqttProbe) -> None:
-    final = so101.run_goal({"id": "j", "type": "joints", "positions": {"elbow_flex": 0.5}})
+def test_the_so101_config_drives_the_simulated_arm_and_its_gripper(
+    so101: MqttProbe, pty_stalls: PtyStallProbe
+) -> None:
+    def run(goal: dict[str, object]) -> dict[str, object]:
+        return run_goal_through_stalls(
+            so101, goal, pty_stalls, hold_s=STALE_HOLD_S, period_s=PERIOD_S
+        )
+
+    final = run({"id": "j", "type": "joints", "positions": {"elbow_flex": 0.5}})
     assert final["status"] == "succeeded", final
     state = so101.latest_state()
     assert joint_positions(state)["elbow_flex"] == pytest.approx(0.5, abs=0.01)
     assert all(-1.0 <= joint["effort"] <= 1.0 for joint in state["joints"].values()), state
 
-    close = so101.run_goal({"id": "close", "type": "gripper", "position": "close"})
+    close = run({"id": "close", "type": "gripper", "position": "close"})
     assert close["status"] == "succeeded", close  # nothing between the fingers: fully closed
     assert joint_positions(so101.latest_state())["gripper"] == pytest.approx(0.0, abs=0.01)
-    opened = so101.run_goal({"id": "open", "type": "gripper", "position": 0.5, "speed": 0.5})
+    opened = run({"id": "open", "type": "gripper", "position": 0.5, "speed": 0.5})
     assert opened["status"] == "succeeded", opened
     assert joint_positions(so101.latest_state())["gripper"] == pytest.approx(0.75, abs=0.01)
