@@ -23,18 +23,21 @@ from __future__ import annotations
 import math
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import yaml
 
 from armd.config.calibration import JointCalibration, read_calibration
+from armd.tools.autocal import STALE_S, AutoSettings
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr, counts_to_rad
 from kinematics import load_tree
 from tests.armd.cli.realtime_calibrate import serve_at_realtime
 from tests.armd.terminal import Terminal
+from tests.realtime import PtyStallProbe
 
 ROOT = Path(__file__).resolve().parents[3]
 SO101 = ROOT / "config" / "so101.yaml"
@@ -109,6 +112,33 @@ def calibrate(terminal: list[Terminal], config: Path, *args: str, start: str = "
     t.expect("Press Enter to start")
     t.line()
     return t
+
+
+def calibrate_through_stalls(
+    terminal: list[Terminal],
+    config: Path,
+    args: Sequence[str],
+    search: Callable[[Terminal], None],
+    stalls: PtyStallProbe,
+    resends: int = 2,
+) -> Terminal:
+    """`calibrate` with `args`, then `search` (the expectations of the run) on its terminal. A
+    search that stops because a device's reading is older than `STALE_S` is `--auto`'s
+    documented answer to a bus gone quiet; run again from where the joints are, as a user would,
+    when `stalls` (the chain's pty path, timed beside) was held up that long, less two of the
+    search's ticks, meanwhile (at most `resends` times). Any other failure stands."""
+    for attempt in range(1 + resends):
+        since = time.monotonic()
+        t = calibrate(terminal, config, *args)
+        try:
+            search(t)
+            return t
+        except AssertionError:
+            quiet = stalls.longest_s(since) >= STALE_S - 2 * AutoSettings().period_s
+            if attempt == resends or not (quiet and "does not answer" in t.output):
+                raise
+            t.close()
+    raise AssertionError("unreachable")
 
 
 def confirm(t: Terminal) -> None:

@@ -12,6 +12,7 @@ test_calibration_auto_feetech.py, whose tolerances hold here."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,12 +27,14 @@ from tests.armd.cli.test_calibration_auto_feetech import (
     SO101,
     assert_centred,
     calibrate,
+    calibrate_through_stalls,
     confirm,
     so101_config,
     terminal,
 )
 from tests.armd.cli.test_sim_device_cmd import Spawn, read_line, spawn
 from tests.armd.terminal import Terminal
+from tests.realtime import PtyStallProbe
 
 __all__ = ["spawn", "terminal"]  # the fixtures
 
@@ -62,15 +65,26 @@ def readme_so101(spawn: Spawn, tmp_path: Path) -> Path:
     return so101_config(tmp_path, str(link))
 
 
+@pytest.fixture
+def pty_stalls() -> Iterator[PtyStallProbe]:
+    """The kernel's pty path timed beside the search (stalls of 10 ms or more)."""
+    with PtyStallProbe(late_s=0.01) as probe:
+        yield probe
+
+
 def test_the_readme_so101_calibrates_its_gripper_into_its_end_stops(
-    readme_so101: Path, terminal: list[Terminal]
+    readme_so101: Path, terminal: list[Terminal], pty_stalls: PtyStallProbe
 ) -> None:
     limit = MODEL_LIMITS["gripper"]
-    t = calibrate(terminal, readme_so101, "--joint", "gripper")  # the options as documented
-    found = t.expect(r"gripper: end stops at (\S+) and (\S+) rad", timeout_s=120)
-    assert (float(found[1]), float(found[2])) == pytest.approx(
-        (limit.lower, limit.upper), abs=1e-4 + COUNT
-    )
+
+    def search(t: Terminal) -> None:
+        found = t.expect(r"gripper: end stops at (\S+) and (\S+) rad", timeout_s=120)
+        assert (float(found[1]), float(found[2])) == pytest.approx(
+            (limit.lower, limit.upper), abs=1e-4 + COUNT
+        )
+
+    # the options as documented
+    t = calibrate_through_stalls(terminal, readme_so101, ["--joint", "gripper"], search, pty_stalls)
     confirm(t)
     assert "warning" not in t.output, t.output[-3000:]
     entry = read_calibration(readme_so101.with_name("so101.calibration.yaml"))[0].joints["gripper"]
@@ -111,7 +125,7 @@ def expect_range_ends(t: Terminal, joint: str, servo: str, low: float, high: flo
 
 
 def test_the_readme_so101_calibrates_every_joint_its_table_allows(
-    readme_so101: Path, terminal: list[Terminal]
+    readme_so101: Path, terminal: list[Terminal], pty_stalls: PtyStallProbe
 ) -> None:
     """Three joints into their end stops; the wrist roll, which has none, to the ends of its
     servo's range, with a warning for each. (A servo without end stops, ``--end-stops none``,
@@ -120,15 +134,21 @@ def test_the_readme_so101_calibrates_every_joint_its_table_allows(
     ends = {joint: (MODEL_LIMITS[joint].lower, MODEL_LIMITS[joint].upper) for joint in joints}
     ends["wrist_roll"] = (counts_to_rad(0), counts_to_rad(4095))
     chosen = [word for joint in joints for word in ("--joint", joint)]
+
+    def search(t: Terminal) -> None:
+        for joint in joints:  # the config's order
+            stops = "ends of travel" if joint == "wrist_roll" else "end stops"
+            found = t.expect(rf"{joint}: {stops} at (\S+) and (\S+) rad", timeout_s=120)
+            assert (float(found[1]), float(found[2])) == pytest.approx(
+                ends[joint], abs=1e-4 + COUNT
+            )
+            if joint == "wrist_roll":
+                expect_range_ends(t, joint, "'wrist_roll' (id 5)", *ends[joint])
+
     # at the joints' velocity limit (config/so101.yaml: 3 rad/s): the ramps are as short as the
     # search's 1 rad/s² allows; what is found does not depend on the speed
-    t = calibrate(terminal, readme_so101, "--auto-speed", "3", *chosen)
-    for joint in joints:  # the config's order
-        stops = "ends of travel" if joint == "wrist_roll" else "end stops"
-        found = t.expect(rf"{joint}: {stops} at (\S+) and (\S+) rad", timeout_s=120)
-        assert (float(found[1]), float(found[2])) == pytest.approx(ends[joint], abs=1e-4 + COUNT)
-        if joint == "wrist_roll":
-            expect_range_ends(t, joint, "'wrist_roll' (id 5)", *ends[joint])
+    args = ["--auto-speed", "3", *chosen]
+    t = calibrate_through_stalls(terminal, readme_so101, args, search, pty_stalls)
     confirm(t)
     warnings = re.findall(r"warning: joint '(\w+)': no end stop in the (.) direction", t.output)
     assert warnings == [("wrist_roll", "+"), ("wrist_roll", "-")]
