@@ -245,19 +245,28 @@ def run_goal_through_stalls(
     *,
     hold_s: float,
     period_s: float,
+    fault_s: float = 0.25,
     timeout_s: float = WAIT_S,
     resends: int = 3,
 ) -> dict[str, Any]:
     """The goal's final status, on an arm whose devices answer through a pty. A goal aborted for
-    stale feedback is the daemon's documented answer to a bus quiet for `hold_s` (the config's
-    `safety.stale_hold_s`; docs/safety.md): the same goal is sent again, as a user would, when
-    `stalls` saw the pty path (or the test's process) held up at least `hold_s` less two loop
-    periods (`period_s`) while it ran, at most `resends` times. Any other status is returned."""
+    stale feedback is the daemon's documented answer to a bus quiet for `hold_s` (it holds) or
+    `fault_s` (it faults until a reset): the config's `safety.stale_hold_s` and `stale_fault_s`
+    (docs/safety.md). The same goal is sent again, as a user would (after the e-stop's reset
+    where it faulted), when `stalls` saw the pty path (or the test's process) held up that long,
+    less two loop periods (`period_s`), while it ran, at most `resends` times. Any other status
+    is returned as it is."""
     for _ in range(resends):
         since = time.monotonic()
         final = probe.run_goal(goal, timeout_s)
-        stale = final["status"] == "aborted" and final.get("reason", "").startswith("stale")
-        if not (stale and stalls and stalls.longest_s(since) >= hold_s - 2 * period_s):
+        reason = final.get("reason", "") if final["status"] == "aborted" else ""
+        stalled_s = stalls.longest_s(since) if stalls else 0.0
+        if reason.startswith("fault:") and "no valid feedback" in reason:
+            if stalled_s < fault_s - 2 * period_s:
+                return final
+            mark = probe.publish("estop", json.dumps({"reset": True}))
+            probe.wait_mode("holding", since=mark)
+        elif not (reason.startswith("stale") and stalled_s >= hold_s - 2 * period_s):
             return final
     return probe.run_goal(goal, timeout_s)
 
