@@ -51,8 +51,10 @@ def at_sim_priority() -> Iterator[bool]:
     driver's I/O thread and its simulated devices' thread then run as the daemon's control
     process and a sim-device do, and a CPU-bound neighbour no longer starves them (of all that
     stalled a normal-priority thread for up to 1.6 s at load 7, a real-time one saw 159 ms at
-    worst: the kernel's pty path). SCHED_OTHER again on exit. Yields whether the kernel allowed
-    it (no root, no RLIMIT_RTPRIO: normal priority, said in the log)."""
+    worst: the kernel's pty path). Yields whether the kernel allowed it (no root, no
+    RLIMIT_RTPRIO: normal priority, said in the log). Nests: the thread's scheduling before is
+    restored on exit."""
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(SIM_PRIORITY))
     except OSError as exc:
@@ -62,7 +64,7 @@ def at_sim_priority() -> Iterator[bool]:
     try:
         yield True
     finally:
-        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        os.sched_setscheduler(0, policy, param)
 
 
 class StallProbe:

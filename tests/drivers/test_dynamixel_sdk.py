@@ -9,7 +9,6 @@ wait for the status packet of a unicast Action (the e-manual shows one), so the 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +20,8 @@ from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.protocol import Addr, Instruction, StatusError
 from drivers.dynamixel.sim import SimulatedDynamixelChain
 from drivers.sim.motor import MotorParams
-from tests.realtime import PtyStallProbe, at_sim_priority, wait_out_stalls
+from tests.drivers.chain_process import ChainProcess
+from tests.realtime import PtyStallProbe, wait_out_stalls
 
 sdk = pytest.importorskip("dynamixel_sdk")
 
@@ -42,16 +42,17 @@ def counts(rad: float) -> int:
 
 
 @pytest.fixture
-def chain() -> Iterator[SimulatedDynamixelChain]:
-    """The chain, its thread at real-time priority as a servo's firmware answers: a CPU-bound
-    neighbour then delays only the kernel's pty path, which the stall probe times."""
-    with contextlib.ExitStack() as stack:
-        with at_sim_priority():  # the chain's thread, started here, inherits it
-            chain = stack.enter_context(
-                SimulatedDynamixelChain(
-                    IDS, initial_positions=INITIAL, motor_params=FAST_MOTOR, reboot_s=REBOOT_S
-                )
-            )
+def chain() -> Iterator[ChainProcess]:
+    """The chain in a process of its own at real-time priority, as a servo's firmware answers
+    whatever its client does (`ChainProcess`): a CPU-bound neighbour then delays only the
+    kernel's pty path, which the stall probe times."""
+    with ChainProcess(
+        SimulatedDynamixelChain,
+        IDS,
+        initial_positions=INITIAL,
+        motor_params=FAST_MOTOR,
+        reboot_s=REBOOT_S,
+    ) as chain:
         yield chain
 
 
@@ -62,11 +63,11 @@ def stalls() -> Iterator[PtyStallProbe]:
         yield probe
 
 
-def open_port(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Any:
+def open_port(chain: ChainProcess, stalls: PtyStallProbe) -> Any:
     """The SDK's port on the chain at 1 Mbps (the chain's rate). The SDK waits 34 ms for a
-    reply, polling in a loop that holds the interpreter lock the chain's thread needs to answer:
-    on a loaded 2-core machine that ran out (failed CI runs). The wait is the SDK's own plus the
-    stalls the probe measured meanwhile (`wait_out_stalls`): a reply still missing is missing."""
+    reply, which the kernel's pty path alone can take on a loaded machine: the wait is the
+    SDK's own plus the stalls the probe measured meanwhile (`wait_out_stalls`); a reply still
+    missing is missing."""
     port = sdk.PortHandler(chain.port)
     wait_out_stalls(port, stalls)
     assert port.openPort()
@@ -75,7 +76,7 @@ def open_port(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Any:
 
 
 @pytest.fixture
-def client(chain: SimulatedDynamixelChain, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
+def client(chain: ChainProcess, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
     """The SDK's port and its Protocol 2.0 packet handler."""
     port = open_port(chain, stalls)
     yield port, sdk.PacketHandler(2.0)
@@ -146,7 +147,7 @@ def test_broadcast_ping_answers_in_id_order_each_after_its_return_delay(
 
 
 def test_reads_and_writes_of_one_two_and_four_bytes(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    chain: ChainProcess, client: tuple[Any, Any]
 ) -> None:
     port, handler = client
     assert handler.read1ByteTxRx(port, 2, Addr.ID) == (2, sdk.COMM_SUCCESS, 0)
@@ -164,7 +165,7 @@ def test_reads_and_writes_of_one_two_and_four_bytes(
 
 
 def test_broadcast_read_and_write_get_no_status_packet(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    chain: ChainProcess, client: tuple[Any, Any]
 ) -> None:
     port, handler = client
     port.clearPort()
@@ -177,9 +178,7 @@ def test_broadcast_read_and_write_get_no_status_packet(
     assert handler.read1ByteTxRx(port, 3, Addr.ID) == (3, sdk.COMM_SUCCESS, 0)
 
 
-def test_indirect_address_and_data_29_to_56(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
-) -> None:
+def test_indirect_address_and_data_29_to_56(chain: ChainProcess, client: tuple[Any, Any]) -> None:
     port, handler = client
     assert handler.read2ByteTxRx(port, 1, Addr.INDIRECT_ADDRESS_29) == (634, sdk.COMM_SUCCESS, 0)
     assert handler.read2ByteTxRx(port, 1, 632) == (661, sdk.COMM_SUCCESS, 0)  # Indirect Address 56
@@ -195,9 +194,7 @@ def test_indirect_address_and_data_29_to_56(
 # -- Reg Write / Action, Sync and Bulk -----------------------------------------------------------
 
 
-def test_reg_write_waits_for_action(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
-) -> None:
+def test_reg_write_waits_for_action(chain: ChainProcess, client: tuple[Any, Any]) -> None:
     port, handler = client
     for device_id in (1, 2):
         result, error = handler.regWriteTxRx(port, device_id, PROFILE_VELOCITY, 4, [50, 0, 0, 0])
@@ -241,7 +238,7 @@ def test_sync_write_moves_servos_and_sync_read_follows_them(client: tuple[Any, A
 
 
 def test_bulk_write_and_bulk_read_of_different_items(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    chain: ChainProcess, client: tuple[Any, Any]
 ) -> None:
     port, handler = client
     writer = sdk.GroupBulkWrite(port, handler)
@@ -276,7 +273,7 @@ def test_bulk_read_answers_in_the_order_of_the_packet(
 
 
 def test_factory_reset_restores_the_initial_values(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    chain: ChainProcess, client: tuple[Any, Any]
 ) -> None:
     port, handler = client
     assert handler.write1ByteTxRx(port, 3, Addr.RETURN_DELAY_TIME, 0) == (sdk.COMM_SUCCESS, 0)
@@ -311,7 +308,7 @@ def test_reboot_clears_a_hardware_error(stalls: PtyStallProbe) -> None:
     # A servo that boots for longer than the default chain's 50 ms, so that the Ping after the
     # Reboot reaches it while it boots unless the machine held the test up for about as long: an
     # answer is wrong only if it came sooner than the boot could have ended.
-    with SimulatedDynamixelChain(IDS, reboot_s=SLOW_REBOOT_S) as chain:
+    with ChainProcess(SimulatedDynamixelChain, IDS, reboot_s=SLOW_REBOOT_S) as chain:
         port = open_port(chain, stalls)
         try:
             reboot_clears_a_hardware_error(chain, port, sdk.PacketHandler(2.0))
@@ -319,7 +316,7 @@ def test_reboot_clears_a_hardware_error(stalls: PtyStallProbe) -> None:
             port.closePort()
 
 
-def reboot_clears_a_hardware_error(chain: SimulatedDynamixelChain, port: Any, handler: Any) -> None:
+def reboot_clears_a_hardware_error(chain: ChainProcess, port: Any, handler: Any) -> None:
     chain.inject_hardware_error(1, dxl.HardwareError.OVERHEATING)
     value, result, error = handler.read1ByteTxRx(port, 1, Addr.HARDWARE_ERROR_STATUS)
     assert (value, result) == (dxl.HardwareError.OVERHEATING, sdk.COMM_SUCCESS)
@@ -336,7 +333,7 @@ def reboot_clears_a_hardware_error(chain: SimulatedDynamixelChain, port: Any, ha
 
 
 def test_clear_brings_the_position_within_one_turn(
-    chain: SimulatedDynamixelChain, client: tuple[Any, Any]
+    chain: ChainProcess, client: tuple[Any, Any]
 ) -> None:
     port, handler = client
     # at power-on the encoder reports the position within one turn
@@ -359,7 +356,7 @@ def test_clear_brings_the_position_within_one_turn(
 # -- error statuses ------------------------------------------------------------------------------
 
 
-def test_error_statuses(chain: SimulatedDynamixelChain, client: tuple[Any, Any]) -> None:
+def test_error_statuses(chain: ChainProcess, client: tuple[Any, Any]) -> None:
     port, handler = client
     e = StatusError
     assert handler.write2ByteTxRx(port, 1, Addr.MODEL_NUMBER, 7)[1] == e.ACCESS  # read-only

@@ -7,7 +7,6 @@ with a second Read; no RESET instruction) the tests stay within what both accept
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Iterator
@@ -21,7 +20,8 @@ from drivers.feetech.protocol import ErrorBit
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr
 from drivers.sim.motor import MotorParams
-from tests.realtime import PtyStallProbe, at_sim_priority, wait_out_stalls
+from tests.drivers.chain_process import ChainProcess
+from tests.realtime import PtyStallProbe, wait_out_stalls
 
 INITIAL = {1: 0.5, 2: -1.0, 3: 0.0}  # rad: 2374, 1396 and 2048 counts
 COUNTS = {
@@ -34,14 +34,13 @@ STALL_S = 0.002  # a hold-up of the probe counted as a stall: the chain loses as
 
 
 @pytest.fixture
-def chain() -> Iterator[SimulatedFeetechChain]:
-    """The chain, its thread at real-time priority as a servo's firmware answers: a CPU-bound
-    neighbour then delays only the kernel's pty path, which the stall probe times."""
-    with contextlib.ExitStack() as stack:
-        with at_sim_priority():  # the chain's thread, started here, inherits it
-            chain = stack.enter_context(
-                SimulatedFeetechChain([1, 2, 3], initial_positions=INITIAL, motor_params=FAST_MOTOR)
-            )
+def chain() -> Iterator[ChainProcess]:
+    """The chain in a process of its own at real-time priority, as a servo's firmware answers
+    whatever its client does (`ChainProcess`): a CPU-bound neighbour then delays only the
+    kernel's pty path, which the stall probe times."""
+    with ChainProcess(
+        SimulatedFeetechChain, [1, 2, 3], initial_positions=INITIAL, motor_params=FAST_MOTOR
+    ) as chain:
         yield chain
 
 
@@ -52,11 +51,10 @@ def stalls() -> Iterator[PtyStallProbe]:
         yield probe
 
 
-def open_port(chain: SimulatedFeetechChain, stalls: PtyStallProbe) -> Any:
-    """The SDK's port on the chain at 1 Mbps. The SDK waits 34 ms for a reply, polling in a
-    loop that holds the interpreter lock the chain's thread needs to answer: on a loaded 2-core
-    machine that ran out (failed CI runs). The wait is the SDK's own plus the stalls the probe
-    measured meanwhile (`wait_out_stalls`): a reply still missing is missing."""
+def open_port(chain: ChainProcess, stalls: PtyStallProbe) -> Any:
+    """The SDK's port on the chain at 1 Mbps. The SDK waits 34 ms for a reply, which the
+    kernel's pty path alone can take on a loaded machine: the wait is the SDK's own plus the
+    stalls the probe measured meanwhile (`wait_out_stalls`); a reply still missing is missing."""
     port = sdk.PortHandler(chain.port)
     wait_out_stalls(port, stalls)
     assert port.openPort()
@@ -65,7 +63,7 @@ def open_port(chain: SimulatedFeetechChain, stalls: PtyStallProbe) -> Any:
 
 
 @pytest.fixture
-def client(chain: SimulatedFeetechChain, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
+def client(chain: ChainProcess, stalls: PtyStallProbe) -> Iterator[tuple[Any, Any]]:
     """The SDK's port and packet handler (STS: protocol_end 0, little-endian words)."""
     port = open_port(chain, stalls)
     yield port, sdk.PacketHandler(0)
@@ -80,9 +78,7 @@ def test_sdk_pings_and_reads_the_model_number(client: tuple[Any, Any]) -> None:
     assert (model, result) == (0, sdk.COMM_RX_TIMEOUT)
 
 
-def test_sdk_reads_positions_and_writes_items(
-    chain: SimulatedFeetechChain, client: tuple[Any, Any]
-) -> None:
+def test_sdk_reads_positions_and_writes_items(chain: ChainProcess, client: tuple[Any, Any]) -> None:
     port, handler = client
     for device_id, counts in COUNTS.items():
         assert handler.read2ByteTxRx(port, device_id, Addr.PRESENT_POSITION) == (counts, 0, 0)
@@ -120,7 +116,7 @@ def test_sdk_moves_servos_with_sync_write_and_follows_them_with_sync_read(
     assert sdk.SCS_TOHOST(raw, 10) == ft.decode_signed(raw, 10)
 
 
-def test_sdk_reg_write_and_action(chain: SimulatedFeetechChain, client: tuple[Any, Any]) -> None:
+def test_sdk_reg_write_and_action(chain: ChainProcess, client: tuple[Any, Any]) -> None:
     port, handler = client
     assert handler.regWriteTxRx(port, 3, Addr.ACCELERATION, 1, [9]) == (sdk.COMM_SUCCESS, 0)
     assert chain.read_table(3, Addr.ACCELERATION, 1) == b"\x00"
@@ -129,12 +125,9 @@ def test_sdk_reg_write_and_action(chain: SimulatedFeetechChain, client: tuple[An
     assert handler.read1ByteTxRx(port, 3, Addr.ACCELERATION) == (9, sdk.COMM_SUCCESS, 0)
 
 
-def test_sdk_sees_the_status_error_byte(
-    chain: SimulatedFeetechChain, client: tuple[Any, Any]
-) -> None:
+def test_sdk_sees_the_status_error_byte(chain: ChainProcess, client: tuple[Any, Any]) -> None:
     port, handler = client
-    with chain.device(2) as servo:
-        servo.faults.temperature_c = 80.0
+    chain.set_faults(2, temperature_c=80.0)
     value, result, error = handler.read1ByteTxRx(port, 2, Addr.PRESENT_TEMPERATURE)
     assert (value, result, error) == (80, sdk.COMM_SUCCESS, ErrorBit.OVERHEAT)
     assert handler.getRxPacketError(error) == "[RxPacketError] Overheat error!"
@@ -142,14 +135,12 @@ def test_sdk_sees_the_status_error_byte(
 
 
 def test_sdk_gets_no_answer_to_a_corrupted_reply_or_a_silent_servo(
-    chain: SimulatedFeetechChain, client: tuple[Any, Any]
+    chain: ChainProcess, client: tuple[Any, Any]
 ) -> None:
     port, handler = client
-    with chain.device(1) as servo:
-        servo.faults.corrupt_next = 1
+    chain.set_faults(1, corrupt_next=1)
     assert handler.read2ByteTxRx(port, 1, Addr.PRESENT_POSITION)[1] == sdk.COMM_RX_CORRUPT
-    with chain.device(1) as servo:
-        servo.faults.silent = True
+    chain.set_faults(1, silent=True)
     assert handler.read2ByteTxRx(port, 1, Addr.PRESENT_POSITION)[1] == sdk.COMM_RX_TIMEOUT
 
 
@@ -177,7 +168,10 @@ def test_sdk_and_codec_frame_packets_identically(client: tuple[Any, Any]) -> Non
 
 def test_sdk_talks_big_endian_to_an_scs_servo(stalls: PtyStallProbe) -> None:
     # protocol_end 1 (the SDK keeps it in a module global: put it back to 0 afterwards).
-    with SimulatedFeetechChain([4], initial_positions={4: 1.0}, models={4: "scs0009"}) as chain:
+    scs = ChainProcess(
+        SimulatedFeetechChain, [4], initial_positions={4: 1.0}, models={4: "scs0009"}
+    )
+    with scs as chain:
         port = open_port(chain, stalls)
         try:
             handler = sdk.PacketHandler(1)

@@ -72,6 +72,7 @@ def params(
             "open_timeout_s": 2.0,
             "enable_timeout_s": 2.0,
             "feedback_timeout_s": 0.5,  # generous: a loaded test machine delays frames
+            "reply_timeout_s": 0.5,  # likewise: the simulator is a task on the test's own loop
         }
     )
 
