@@ -7,7 +7,8 @@ root, no RLIMIT_RTPRIO) the device says so in its log and runs at normal priorit
 
 `StallProbe` is the machine's own reference where a test counts missed deadlines: it allows one
 per stall it measured, never more. `PtyStallProbe` is the reference of a simulated serial chain:
-the kernel's pty path, which a device at real-time priority does not speed up."""
+the kernel's pty path, which a device at real-time priority does not speed up; `UdpStallProbe`
+the same of simulated CAN devices on `udp_multicast`: the kernel's loopback path."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import contextlib
 import logging
 import os
 import select
+import socket
 import threading
 import time
 import tty
@@ -25,6 +27,7 @@ __all__ = [
     "SIM_PRIORITY",
     "PtyStallProbe",
     "StallProbe",
+    "UdpStallProbe",
     "at_sim_priority",
     "wait_out_stalls",
     "with_sim_priority",
@@ -154,10 +157,15 @@ class PtyStallProbe:
         a stall of L delays the one in flight and each started while it lasts, 1 + L // deadline."""
         return sum(1 + int(stall_s // deadline_s) for stall_s in self.stalls_s)
 
-    def _run(self) -> None:
+    def _open_pair(self) -> tuple[int, int]:
+        """The two ends the probe's byte crosses between: a pty's master and slave."""
         master, slave = os.openpty()
+        tty.setraw(slave)  # no echo, no line discipline: bytes as a serial port passes them
+        return master, slave
+
+    def _run(self) -> None:
+        master, slave = self._open_pair()
         try:
-            tty.setraw(slave)  # no echo, no line discipline: bytes as a serial port passes them
             self._due = time.monotonic() + self.period_s
             while not self._stop.wait(self.period_s):
                 before = time.monotonic()
@@ -183,6 +191,21 @@ class PtyStallProbe:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5.0)
+
+
+class UdpStallProbe(PtyStallProbe):
+    """`PtyStallProbe` over loopback UDP instead of a pty: the path python-can's `udp_multicast`
+    frames take between processes (a datagram sent on loopback is received in the kernel's
+    network softirq, which a CPU-bound neighbour can delay as it delays a pty's flip-buffer
+    work, while the processes at both ends run at real-time priority)."""
+
+    def _open_pair(self) -> tuple[int, int]:
+        ends = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(2)]
+        for end in ends:
+            end.bind(("127.0.0.1", 0))
+        ends[0].connect(ends[1].getsockname())
+        ends[1].connect(ends[0].getsockname())
+        return ends[0].detach(), ends[1].detach()
 
 
 def _longest(held: list[tuple[float, float]], due: float, since: float, late_s: float) -> float:

@@ -89,7 +89,10 @@ class Terminal:
         return self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
 
     def close(self) -> None:
+        """Kill the process if it still runs and close the terminal. Idempotent."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
-        os.close(self.master)
+        if self.master >= 0:
+            os.close(self.master)
+            self.master = -1

@@ -14,20 +14,25 @@ from __future__ import annotations
 
 import signal
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.broker import MosquittoBroker
+from tests.realtime import UdpStallProbe
 from tests.system.helpers import ROOT
-from tests.system.probe import WAIT_S, MqttProbe, joint_positions
+from tests.system.probe import WAIT_S, MqttProbe, joint_positions, run_goal_through_stalls
 from tests.system.test_sim_device_walkthrough import spawn, start_daemon
 
 __all__ = ["spawn"]  # the fixture
 
 SHIPPED = ROOT / "config" / "cia402_arm.yaml"
 DRIVES = 6
+STALE_HOLD_S, STALE_FAULT_S = 0.05, 0.25  # the shipped config's (the defaults)
+PERIOD_S = 1 / 250  # its loop_hz
 
 
 def own_config(tmp_path: Path, broker_port: int, group: str, first: int) -> Path:
@@ -46,12 +51,28 @@ def own_config(tmp_path: Path, broker_port: int, group: str, first: int) -> Path
     return path
 
 
-def succeeded(probe: MqttProbe, goal: dict[str, Any], output: str) -> None:
-    status = probe.run_goal({"id": uuid.uuid4().hex[:12], **goal}, timeout_s=2 * WAIT_S)
+@pytest.fixture
+def udp_stalls() -> Iterator[UdpStallProbe]:
+    """The kernel's loopback path the drives' frames cross, timed beside the test (stalls of
+    10 ms or more): a stall longer than the config's `stale_hold_s` (50 ms, the default) holds
+    the arm, longer than its `stale_fault_s` (250 ms) faults it, as on a real bus gone quiet."""
+    with UdpStallProbe(late_s=0.01) as probe:
+        yield probe
+
+
+def succeeded(probe: MqttProbe, goal: dict[str, Any], output: str, stalls: UdpStallProbe) -> None:
+    """The goal succeeds (`run_goal_through_stalls`: sent again where the loopback path was
+    measured quiet past the stale-feedback bounds while it ran)."""
+    status = run_goal_through_stalls(
+        probe, {"id": uuid.uuid4().hex[:12], **goal}, stalls,
+        hold_s=STALE_HOLD_S, period_s=PERIOD_S, fault_s=STALE_FAULT_S, timeout_s=2 * WAIT_S,
+    )  # fmt: skip
     assert status["status"] == "succeeded", f"{goal}: {status}\n{output[-6000:]}"
 
 
-def test_the_shipped_cia402_arm_takes_every_goal(tmp_path: Path, spawn: Any) -> None:
+def test_the_shipped_cia402_arm_takes_every_goal(
+    tmp_path: Path, spawn: Any, udp_stalls: UdpStallProbe
+) -> None:
     a, b, c, d = uuid.uuid4().bytes[:4]
     group, first = f"239.{a}.{b}.{max(c, 1)}", 1 + (c << 8 | d) % (127 - DRIVES)
     ids = [str(first + i) for i in range(DRIVES)]
@@ -66,20 +87,22 @@ def test_the_shipped_cia402_arm_takes_every_goal(tmp_path: Path, spawn: Any) -> 
                 probe,
                 {"type": "joints", "positions": {"shoulder_lift_joint": -1.2, "elbow_joint": 1.4}},
                 daemon.output(),
+                udp_stalls,
             )
             tcp = probe.latest_state()["tcp"]
             x, y, z = tcp["position"]
             for position, motion in (([x, y + 0.05, z], "joint"), ([x, y, z - 0.05], "linear")):
                 pose = {"position": position, "orientation": tcp["orientation"], "motion": motion}
-                succeeded(probe, {"type": "pose", **pose}, daemon.output())
+                succeeded(probe, {"type": "pose", **pose}, daemon.output(), udp_stalls)
             succeeded(
                 probe,
                 {"type": "trajectory", "joints": ["wrist_1_joint"], "points": [
                     {"t": 1.0, "positions": [-1.0]}, {"t": 2.0, "positions": [-1.4]},
                 ]},
                 daemon.output(),
+                udp_stalls,
             )  # fmt: skip
-            succeeded(probe, {"type": "joints", "positions": start}, daemon.output())
+            succeeded(probe, {"type": "joints", "positions": start}, daemon.output(), udp_stalls)
         finally:
             daemon.stop()
             probe.close()
