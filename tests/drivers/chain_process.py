@@ -11,14 +11,16 @@ between a request and its reply is the kernel's pty path, which `PtyStallProbe` 
 
 `ChainProcess(cls, *args, **kwargs)` builds ``cls(*args, **kwargs)`` (a `PtyChain`) in a
 process of its own and serves it until closed; `port` is the pty to open. The test hooks the SDK
-tests use cross over a pipe: `read_table`, `inject_hardware_error` and `set_faults` (fields of
-a device's injected faults). Use as a context manager.
+tests use cross over a pipe: `read_table`, `write_table`, `inject_hardware_error` and
+`set_faults` (fields of a device's injected faults). `cls` may be any importable callable that
+returns a chain (one that also sets up its motors, say). Use as a context manager.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -42,7 +44,7 @@ _CONTEXT.set_forkserver_preload(
 class ChainProcess:
     """``cls(*args, **kwargs)`` served in a process of its own (see the module docstring)."""
 
-    def __init__(self, cls: type[PtyChain[Any, Any]], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, cls: Callable[..., PtyChain[Any, Any]], *args: Any, **kwargs: Any) -> None:
         self._conn, theirs = _CONTEXT.Pipe()
         self._process = _CONTEXT.Process(
             target=_serve, args=(theirs, cls, args, kwargs), name="chain-process", daemon=True
@@ -53,6 +55,9 @@ class ChainProcess:
 
     def read_table(self, device_id: int, address: int, length: int) -> bytes:
         return bytes(self._call("read_table", device_id, address, length))
+
+    def write_table(self, device_id: int, address: int, data: bytes) -> Any:
+        return self._call("write_table", device_id, address, data)
 
     def inject_hardware_error(self, device_id: int, bits: int) -> None:
         self._call("inject_hardware_error", device_id, bits)
@@ -96,7 +101,7 @@ class ChainProcess:
 
 def _serve(
     conn: multiprocessing.connection.Connection,
-    cls: type[PtyChain[Any, Any]],
+    cls: Callable[..., PtyChain[Any, Any]],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
 ) -> None:
@@ -132,6 +137,6 @@ def _hook(chain: PtyChain[Any, Any], name: str, args: tuple[Any, ...]) -> Any:
                     raise AttributeError(f"{type(device.faults).__name__} has no field {field!r}")
                 setattr(device.faults, field, value)
         return None
-    if name not in ("read_table", "inject_hardware_error"):
+    if name not in ("read_table", "write_table", "inject_hardware_error"):
         raise AttributeError(f"no hook {name!r}")
     return getattr(chain, name)(*args)

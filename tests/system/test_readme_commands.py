@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +130,7 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     probe = MqttProbe(mosquitto.host, mosquitto.port)
     background: list[tuple[Command, subprocess.Popen[str]]] = []
+    heard: dict[str, str] = {}  # what a background subscriber printed before the next command
     failures: list[str] = []
     try:
         for command in commands:
@@ -140,6 +143,8 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
                 background.append((command, process))
                 if command.line == "make run":
                     _wait_online(probe, background)
+                elif command.line.startswith("mosquitto_sub"):
+                    heard[command.line] = _subscribed(process)
                 continue
             done = subprocess.run(
                 run, cwd=workdir, env=env, shell=True, capture_output=True, text=True,
@@ -165,6 +170,7 @@ def test_readme_console_commands_work_as_written(workdir: Path, mosquitto: Mosqu
                 what="the follower where the leader is",
             )
         outputs = _stop(background)  # make run last: Ctrl-C, as the README says
+        outputs = {line: heard.get(line, "") + out for line, out in outputs.items()}
         probe.wait_availability("offline", since=0)
     finally:
         _stop(background)
@@ -186,6 +192,23 @@ def _wait_online(probe: MqttProbe, background: list[tuple[Command, subprocess.Po
     except AssertionError as exc:
         said = _stop(background).get("make run", "")
         raise AssertionError(f"{exc}\n`make run` said:\n{said[-4000:]}") from None
+
+
+def _subscribed(process: subprocess.Popen[str]) -> str:
+    """The first line a background ``mosquitto_sub`` prints: the retained availability, so it
+    has subscribed. A reader types the next command seconds later; the test waits for this
+    instead, or on a busy machine the next command's statuses could come before it subscribed."""
+    assert process.stdout is not None
+    fd, data = process.stdout.fileno(), b""  # read as `communicate` does: past the text buffer
+    deadline = time.monotonic() + START_S
+    while (
+        b"\n" not in data and select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]
+    ):
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()  # without the line, the output the README shows is said missing later
 
 
 def _stop(background: list[tuple[Command, subprocess.Popen[str]]]) -> dict[str, str]:

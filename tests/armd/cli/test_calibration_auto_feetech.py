@@ -1,6 +1,7 @@
 """``armd calibrate --auto`` on an SO-101 (config/so101.yaml) whose Feetech servos are simulated
 byte for byte on a pty (`SimulatedFeetechChain`, the servos of ``armd sim-device feetech``), served
-from the test's process so that the test reads and writes the servos' tables:
+from a process of its own at real-time priority (`ChainProcess`), whose hooks let the test read
+and write the servos' tables:
 
 - with end stops on two of their motors: the recorded ranges match the stops, the torque limit
   written to the servos is the lowered one, and torque is off at the end;
@@ -26,6 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -35,8 +37,8 @@ from armd.tools.autocal import STALE_S, AutoSettings
 from drivers.feetech.sim import SimulatedFeetechChain
 from drivers.feetech.table import Addr, counts_to_rad
 from kinematics import load_tree
-from tests.armd.cli.realtime_calibrate import serve_at_realtime
 from tests.armd.terminal import Terminal
+from tests.drivers.chain_process import ChainProcess
 from tests.realtime import PtyStallProbe
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -57,20 +59,29 @@ def assert_centred(entry: JointCalibration, joint: str, low: float, high: float)
     assert entry.range == pytest.approx([middle - half, middle + half], abs=COUNT)
 
 
-def served(chain: SimulatedFeetechChain) -> SimulatedFeetechChain:
-    """`chain`, started, its serving thread at real-time priority (`serve_at_realtime`)."""
-    chain.start()
-    serve_at_realtime(chain.thread_name)
+def so101_chain(**kwargs: Any) -> SimulatedFeetechChain:
+    """The SO-101's six servos (`SimulatedFeetechChain` keyword arguments), with `STOPS`."""
+    chain = SimulatedFeetechChain([1, 2, 3, 4, 5, 6], **kwargs)
+    for servo_id, stops in STOPS.items():
+        with chain.device(servo_id) as servo:
+            servo.motor.faults.end_stops = stops
     return chain
 
 
 @pytest.fixture
-def chain() -> Iterator[SimulatedFeetechChain]:
-    with served(SimulatedFeetechChain([1, 2, 3, 4, 5, 6], initial_positions={6: 0.5})) as chain:
-        for servo_id, stops in STOPS.items():
-            with chain.device(servo_id) as servo:
-                servo.motor.faults.end_stops = stops
+def chain() -> Iterator[ChainProcess]:
+    """The chain in a process of its own at real-time priority (`ChainProcess`), as ``armd
+    sim-device`` serves it: what is left between the search and its servos is the kernel's pty
+    path, which `pty_stalls` times."""
+    with ChainProcess(so101_chain, initial_positions={6: 0.5}) as chain:
         yield chain
+
+
+@pytest.fixture
+def pty_stalls() -> Iterator[PtyStallProbe]:
+    """The kernel's pty path timed beside the test (stalls of 10 ms or more)."""
+    with PtyStallProbe(late_s=0.01) as probe:
+        yield probe
 
 
 def so101_config(tmp_path: Path, port: str) -> Path:
@@ -88,7 +99,7 @@ def so101_config(tmp_path: Path, port: str) -> Path:
 
 
 @pytest.fixture
-def config(tmp_path: Path, chain: SimulatedFeetechChain) -> Path:
+def config(tmp_path: Path, chain: ChainProcess) -> Path:
     return so101_config(tmp_path, chain.port)
 
 
@@ -121,6 +132,7 @@ def calibrate_through_stalls(
     search: Callable[[Terminal], None],
     stalls: PtyStallProbe,
     resends: int = 2,
+    start: str = "",
 ) -> Terminal:
     """`calibrate` with `args`, then `search` (the expectations of the run) on its terminal. A
     search that stops because a device's reading is older than `STALE_S` is `--auto`'s
@@ -129,7 +141,7 @@ def calibrate_through_stalls(
     search's ticks, meanwhile (at most `resends` times). Any other failure stands."""
     for attempt in range(1 + resends):
         since = time.monotonic()
-        t = calibrate(terminal, config, *args)
+        t = calibrate(terminal, config, *args, start=start)
         try:
             search(t)
             return t
@@ -149,24 +161,27 @@ def confirm(t: Terminal) -> None:
 
 
 def test_an_so101_on_simulated_feetech_servos(
-    chain: SimulatedFeetechChain, config: Path, terminal: list[Terminal]
+    chain: ChainProcess, config: Path, terminal: list[Terminal], pty_stalls: PtyStallProbe
 ) -> None:
     chosen = ("--joint", "shoulder_pan", "--joint", "gripper", "--auto-speed", "1")
-    t = calibrate(
-        terminal, config, *chosen, start=r"gripper \(bus/gripper\): torque limit 0\.20 of stall"
-    )
-    t.expect(r"shoulder_pan: searching the \+ end stop")
-    if os.geteuid() == 0:  # the search at the config's real-time priority (root may have it)
-        assert os.sched_getscheduler(t.process.pid) == os.SCHED_FIFO
-    with chain.device(1) as servo:  # lowered from the configured 1.0 to --auto-torque
-        assert servo.get(Addr.TORQUE_LIMIT) == 200
-    for joint, (low, high) in (("shoulder_pan", STOPS[1]), ("gripper", STOPS[6])):
-        found = t.expect(rf"{joint}: end stops at (\S+) and (\S+) rad", timeout_s=60)
-        assert (float(found[1]), float(found[2])) == pytest.approx((low, high), abs=1e-4 + COUNT)
+
+    def search(t: Terminal) -> None:
+        t.expect(r"shoulder_pan: searching the \+ end stop")
+        if os.geteuid() == 0:  # the search at the config's real-time priority (root may have it)
+            assert os.sched_getscheduler(t.process.pid) == os.SCHED_FIFO
+        # lowered from the configured 1.0 to --auto-torque
+        assert chain.read_table(1, Addr.TORQUE_LIMIT, 2) == (200).to_bytes(2, "little")
+        for joint, (low, high) in (("shoulder_pan", STOPS[1]), ("gripper", STOPS[6])):
+            found = t.expect(rf"{joint}: end stops at (\S+) and (\S+) rad", timeout_s=60)
+            assert (float(found[1]), float(found[2])) == pytest.approx(
+                (low, high), abs=1e-4 + COUNT
+            )
+
+    start = r"gripper \(bus/gripper\): torque limit 0\.20 of stall"
+    t = calibrate_through_stalls(terminal, config, chosen, search, pty_stalls, start=start)
     confirm(t)
     for servo_id in range(1, 7):
-        with chain.device(servo_id) as servo:
-            assert servo.get(Addr.TORQUE_ENABLE) == 0
+        assert chain.read_table(servo_id, Addr.TORQUE_ENABLE, 1) == b"\x00"
     file, _ = read_calibration(config.with_name("so101.calibration.yaml"))
     for joint, servo_id in (("shoulder_pan", 1), ("gripper", 6)):
         low, high = STOPS[servo_id]
@@ -176,21 +191,25 @@ def test_an_so101_on_simulated_feetech_servos(
 
 
 def test_position_limits_narrowed_by_lerobot_end_the_travel_there(
-    tmp_path: Path, terminal: list[Terminal]
+    tmp_path: Path, terminal: list[Terminal], pty_stalls: PtyStallProbe
 ) -> None:
     """LeRobot writes its recorded range into the servos' position limits; armd never commands
     beyond them."""
     limits = (1536, 2560)  # ±π/4 around the middle of the turn
-    with served(SimulatedFeetechChain([1, 2, 3, 4, 5, 6])) as chain:
+    with ChainProcess(SimulatedFeetechChain, [1, 2, 3, 4, 5, 6]) as chain:
         for address, value in zip(
             (Addr.MIN_POSITION_LIMIT, Addr.MAX_POSITION_LIMIT), limits, strict=True
         ):
             chain.write_table(5, address, value.to_bytes(2, "little"))
         config = so101_config(tmp_path, chain.port)
-        t = calibrate(terminal, config, "--joint", "wrist_roll", "--auto-speed", "1")
-        found = t.expect(r"wrist_roll: ends of travel at (\S+) and (\S+) rad", timeout_s=120)
-        expected = (counts_to_rad(limits[0]), counts_to_rad(limits[1]))
-        assert (float(found[1]), float(found[2])) == pytest.approx(expected, abs=1e-4)
+
+        def search(t: Terminal) -> None:
+            found = t.expect(r"wrist_roll: ends of travel at (\S+) and (\S+) rad", timeout_s=120)
+            expected = (counts_to_rad(limits[0]), counts_to_rad(limits[1]))
+            assert (float(found[1]), float(found[2])) == pytest.approx(expected, abs=1e-4)
+
+        args = ("--joint", "wrist_roll", "--auto-speed", "1")
+        t = calibrate_through_stalls(terminal, config, args, search, pty_stalls)
         for sign in "+-":
             t.expect(rf"warning: joint 'wrist_roll': no end stop in the \{sign} direction")
         t.expect(r"Write the calibration\? \[y/N\]")
