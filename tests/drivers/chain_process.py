@@ -1,5 +1,6 @@
-"""A simulated serial chain in a process of its own, at real-time priority, for the tests that
-talk to it with a manufacturer's SDK.
+"""A simulated serial chain in a process of its own, at real-time priority, for the tests whose
+client is a manufacturer's SDK or another process (``armd calibrate``) and that still reach
+into the servos' tables.
 
 A chain served from the test's own process shares the interpreter lock with the SDK, which polls
 for a reply in a loop holding it: on a loaded machine the scheduler could take the core from the
@@ -10,8 +11,8 @@ chain's thread inherits it), as every ``armd sim-device`` does in the tests, so 
 between a request and its reply is the kernel's pty path, which `PtyStallProbe` times.
 
 `ChainProcess(cls, *args, **kwargs)` builds ``cls(*args, **kwargs)`` (a `PtyChain`) in a
-process of its own and serves it until closed; `port` is the pty to open. The test hooks the SDK
-tests use cross over a pipe: `read_table`, `write_table`, `inject_hardware_error` and
+process of its own and serves it until closed; `port` is the pty to open. The test hooks
+cross over a pipe: `read_table`, `write_table`, `inject_hardware_error` and
 `set_faults` (fields of a device's injected faults). `cls` may be any importable callable that
 returns a chain (one that also sets up its motors, say). Use as a context manager.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.connection
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 from drivers.serial_bus.pty_chain import PtyChain
@@ -78,12 +78,7 @@ class ChainProcess:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _call(self, name: str, *args: Any) -> Any:

@@ -15,6 +15,7 @@ from drivers.can_link import make_bus
 from drivers.cia402.driver import CiA402Driver, CiA402Params
 from drivers.cia402.sim import SimDriveConfig, SimulatedCiA402Bus, SimulatedDrive
 from drivers.sim.motor import MotorParams
+from tests.realtime import at_sim_priority
 
 __all__ = [
     "COUNTS",
@@ -70,9 +71,17 @@ def params(channel: str, **overrides: Any) -> CiA402Params:
 
 @asynccontextmanager
 async def simulated(channel: str, *drives: SimulatedDrive) -> AsyncIterator[SimulatedCiA402Bus]:
+    """The drives (by default nodes 1 and 2) served on `channel`, and the test meanwhile, at
+    real-time priority (`at_sim_priority`): the drives answer from the test's own process, its
+    event loop and threads, and a driver started here (its threads inherit it) talks to them as
+    the control process and an ``armd sim-device`` would. At normal priority, on a machine
+    loaded to 9 (six workers beside `stress-ng --cpu 2`), an SDO answer took over the driver's
+    1 s deadline. Nothing here polls without sleeping, so the priority costs the machine
+    nothing but the answers' own work."""
     drives = drives or (SimulatedDrive(drive_config(1)), SimulatedDrive(drive_config(2)))
-    async with SimulatedCiA402Bus(make_bus("virtual", channel), drives) as sim:
-        yield sim
+    with at_sim_priority():
+        async with SimulatedCiA402Bus(make_bus("virtual", channel), drives) as sim:
+            yield sim
 
 
 async def eventually(
