@@ -148,9 +148,11 @@ class PtyStallProbe:
             if until - start >= self.late_s
         )
 
-    def longest_s(self, since: float) -> float:
-        """The longest of the hold-ups `stalled_s` adds up."""
-        return _longest(self._held, self._due, since, self.late_s)
+    def longest_s(self, since: float, bridge_s: float = 0.0) -> float:
+        """The longest of the hold-ups `stalled_s` adds up; with `bridge_s`, hold-ups less than
+        that apart count as one (a path slow again and again: a peer that asks once a loop period
+        may not have asked in the short while it was quick)."""
+        return _longest(self._held, self._due, since, self.late_s, bridge_s)
 
     def timeouts_allowed(self, deadline_s: float) -> int:
         """How many transactions with a reply deadline of `deadline_s` the stalls may have cost:
@@ -208,11 +210,23 @@ class UdpStallProbe(PtyStallProbe):
         return ends[0].detach(), ends[1].detach()
 
 
-def _longest(held: list[tuple[float, float]], due: float, since: float, late_s: float) -> float:
-    """The longest span of `held` and of the one under way since `due`, counted from `since`."""
-    spans = [*held, (due, time.monotonic())]
-    lengths = [until - max(start, since) for start, until in spans if until - start >= late_s]
-    return max([0.0, *lengths])
+def _longest(
+    held: list[tuple[float, float]], due: float, since: float, late_s: float, bridge_s: float = 0.0
+) -> float:
+    """The longest span of `held` and of the one under way since `due`, counted from `since`;
+    spans less than `bridge_s` apart are one."""
+    spans = sorted(
+        (max(start, since), until)
+        for start, until in [*held, (due, time.monotonic())]
+        if until - start >= late_s and until > since
+    )
+    merged: list[tuple[float, float]] = []
+    for start, until in spans:
+        if merged and start - merged[-1][1] < bridge_s:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], until))
+        else:
+            merged.append((start, until))
+    return max([0.0, *(until - start for start, until in merged)])
 
 
 def _cross(sender: int, receiver: int) -> None:

@@ -254,13 +254,14 @@ def run_goal_through_stalls(
     `fault_s` (it faults until a reset): the config's `safety.stale_hold_s` and `stale_fault_s`
     (docs/safety.md). The same goal is sent again, as a user would (after the e-stop's reset
     where it faulted), when `stalls` saw the pty path (or the test's process) held up that long,
-    less two loop periods (`period_s`), while it ran, at most `resends` times. Any other status
+    less two loop periods (`period_s`), while it ran, at most `resends` times; hold-ups less than
+    a loop period apart count as one (the loop may not have asked in between). Any other status
     is returned as it is."""
     for _ in range(resends):
         since = time.monotonic()
         final = probe.run_goal(goal, timeout_s)
         reason = final.get("reason", "") if final["status"] == "aborted" else ""
-        stalled_s = stalls.longest_s(since) if stalls else 0.0
+        stalled_s = stalls.longest_s(since, bridge_s=period_s) if stalls else 0.0
         if reason.startswith("fault:") and "no valid feedback" in reason:
             if stalled_s < fault_s - 2 * period_s:
                 return final

@@ -184,9 +184,12 @@ def test_make_run_stops_its_broker_when_it_listens_beyond_loopback(tmp_path: Pat
     try:
         assert done.returncode == 1, done.stdout + done.stderr
         assert "(not only 127.0.0.1): stopped" in done.stderr, done.stderr
-        assert len(pids) == 1, done.stderr
+        assert len(list((tmp_path / "ensure").glob("*/mosquitto.conf"))) == 1, done.stderr
+        # Mosquitto removes its pid file as it exits: read after the script, it is gone already
+        # or names a broker on its way out.
+        assert len(pids) <= 1, done.stderr
         deadline = time.monotonic() + 10.0
-        while not _gone(pids[0]):
+        while not all(map(_gone, pids)):
             assert time.monotonic() < deadline, "the broker was not stopped"
             time.sleep(0.05)
     finally:

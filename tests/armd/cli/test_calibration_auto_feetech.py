@@ -138,7 +138,8 @@ def calibrate_through_stalls(
     search that stops because a device's reading is older than `STALE_S` is `--auto`'s
     documented answer to a bus gone quiet; run again from where the joints are, as a user would,
     when `stalls` (the chain's pty path, timed beside) was held up that long, less two of the
-    search's ticks, meanwhile (at most `resends` times). Any other failure stands."""
+    search's ticks, meanwhile (hold-ups less than a tick apart as one; at most `resends`
+    times). Any other failure stands."""
     for attempt in range(1 + resends):
         since = time.monotonic()
         t = calibrate(terminal, config, *args, start=start)
@@ -146,7 +147,8 @@ def calibrate_through_stalls(
             search(t)
             return t
         except AssertionError:
-            quiet = stalls.longest_s(since) >= STALE_S - 2 * AutoSettings().period_s
+            period_s = AutoSettings().period_s
+            quiet = stalls.longest_s(since, bridge_s=period_s) >= STALE_S - 2 * period_s
             if attempt == resends or not (quiet and "does not answer" in t.output):
                 raise
             t.close()
