@@ -246,6 +246,7 @@ def run_goal_through_stalls(
     hold_s: float,
     period_s: float,
     fault_s: float = 0.25,
+    watchdog_s: float | None = None,
     timeout_s: float = WAIT_S,
     resends: int = 3,
 ) -> dict[str, Any]:
@@ -255,15 +256,20 @@ def run_goal_through_stalls(
     (docs/safety.md). The same goal is sent again, as a user would (after the e-stop's reset
     where it faulted), when `stalls` saw the pty path (or the test's process) held up that long,
     less two loop periods (`period_s`), while it ran, at most `resends` times; hold-ups less than
-    a loop period apart count as one (the loop may not have asked in between). Any other status
-    is returned as it is."""
+    a loop period apart count as one (the loop may not have asked in between). With
+    `watchdog_s`, a device's watchdog that expired is answered alike when a stall that long held
+    the loop (a serial transaction waits out its reply deadline while the pty path stalls, and a
+    device the loop then commands no more trips its watchdog, as hardware would). Any other
+    status is returned as it is."""
     for _ in range(resends):
         since = time.monotonic()
         final = probe.run_goal(goal, timeout_s)
         reason = final.get("reason", "") if final["status"] == "aborted" else ""
         stalled_s = stalls.longest_s(since, bridge_s=period_s) if stalls else 0.0
-        if reason.startswith("fault:") and "no valid feedback" in reason:
-            if stalled_s < fault_s - 2 * period_s:
+        tripped = watchdog_s is not None and "watchdog expired" in reason
+        if reason.startswith("fault:") and ("no valid feedback" in reason or tripped):
+            bound_s = watchdog_s if tripped and watchdog_s is not None else fault_s
+            if stalled_s < bound_s - 2 * period_s:
                 return final
             mark = probe.publish("estop", json.dumps({"reset": True}))
             probe.wait_mode("holding", since=mark)

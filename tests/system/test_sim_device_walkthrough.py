@@ -152,6 +152,7 @@ def diagnosis(probe: MqttProbe, daemon: ArmdProcess, stalls: PtyStallProbe | Non
 
 STALE_HOLD_S = 0.05  # the example's safety.stale_hold_s
 PERIOD_S = 1 / 250  # the example's loop_hz
+WATCHDOG_S = 0.1  # its devices' shortest watchdog (the sim driver's watchdog_s, bus_watchdog_s)
 
 
 def run_goal(
@@ -164,8 +165,9 @@ def run_goal(
     measured the pty path quiet that long (`run_goal_through_stalls`)."""
     goal = {"id": uuid.uuid4().hex[:12], "type": "joints", "positions": positions}
     status = run_goal_through_stalls(
-        probe, goal, stalls, hold_s=STALE_HOLD_S, period_s=PERIOD_S, timeout_s=2 * WAIT_S
-    )
+        probe, goal, stalls, hold_s=STALE_HOLD_S, period_s=PERIOD_S, watchdog_s=WATCHDOG_S,
+        timeout_s=2 * WAIT_S,
+    )  # fmt: skip
     assert status["status"] == "succeeded", f"{status}\n{diagnosis(probe, daemon, stalls)}"
 
 
