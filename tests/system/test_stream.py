@@ -17,7 +17,6 @@ import pytest
 
 from armd.control.streaming import timeout_reason
 from tests.broker import MosquittoBroker
-from tests.realtime import StallProbe
 from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import at_rest, contract_violations, joint_positions
 
@@ -128,36 +127,17 @@ def state_time(probe: Any, state: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def stream_then_goal(arm: Rig, stream_id: str, goal: dict[str, Any]) -> dict[str, Any]:
-    """A stream, then `goal` as soon as it stops: the stream's final status."""
-    probe = arm.probe
-    since = probe.mark()
-    with Streamer(arm, stream_id, joint_positions(probe.latest_state())[JOINT]):
-        probe.wait_status(stream_id, status="accepted", since=since)
-        time.sleep(0.3)
-    probe.publish_goal(goal)  # within the stream's timeout: the goal pre-empts it
-    return probe.wait_status(stream_id, since=since)
-
-
 def test_a_goal_preempts_a_stream_and_a_stream_preempts_a_goal(arm: Rig) -> None:
     probe = arm.probe
     start = joint_positions(probe.latest_state())
+    since = probe.mark()
+    with Streamer(arm, "teleop", start[JOINT]):
+        probe.wait_status("teleop", status="accepted", since=since)
+        time.sleep(0.3)
     goal = {"id": "home", "type": "joints", "positions": {JOINT: start[JOINT]}, "speed": 0.2}
-    # Between the stream's last message and the goal reaching the loop lie this process and the
-    # daemon (which plans the goal), both at normal priority: a machine that holds a thread of
-    # this one up for half the stream's timeout (`StallProbe`) can hold each of them as long, and
-    # the stream then times out first, as it must. Only then the scene runs again (a new stream
-    # id: an ended one is remembered), at most twice more.
-    with StallProbe(late_s=0.01) as stalls:
-        for attempt in range(3):
-            began, mark = time.monotonic(), probe.mark()
-            final = stream_then_goal(arm, f"teleop{attempt}", goal)
-            if final.get("reason") != timeout_reason(TIMEOUT_S):
-                break
-            assert stalls.longest_s(began) >= TIMEOUT_S / 2, final
-            probe.wait_status("home", since=mark)  # it runs from where the stream left the arm
-    assert final == {
-        "id": f"teleop{attempt}",
+    probe.publish_goal(goal)  # within the stream's timeout: the goal pre-empts it
+    assert probe.wait_status("teleop", since=since) == {
+        "id": "teleop",
         "status": "preempted",
         "reason": "preempted by home",
     }
