@@ -24,7 +24,7 @@ from kinematics.dynamics import Dynamics
 from tests.broker import MosquittoBroker
 from tests.drivers.odrive_dbc import load_dbc
 from tests.realtime import PtyStallProbe
-from tests.system.probe import MqttProbe, joint_positions
+from tests.system.probe import MqttProbe, at_rest, joint_positions
 from tests.system.test_sim_device_walkthrough import (
     ARM,
     example_config,
@@ -39,6 +39,7 @@ __all__ = ["pty_stalls", "spawn"]  # the fixtures
 
 SET_INPUT_POS = 0x0C
 LISTEN_S = 0.5
+MAP_MAX_AGE_S = 0.2  # the loop's limit on a torque map's age at 250 Hz (armd/control/loop.py)
 
 
 def set_input_pos_frames(group: str, seconds: float) -> list[can.Message]:
@@ -78,6 +79,11 @@ def test_torque_ff_carries_the_gravity_torque_of_the_held_pose(
             start = joint_positions(probe.latest_state())
             pose = {"shoulder_lift_joint": -1.0, "elbow_joint": 1.2}
             run_goal(probe, daemon, pose, pty_stalls)
+            # The loop evaluates the daemon's map of the torques linearised at a recent sample:
+            # once the arm is at rest and the map in use is younger than that (the loop drops an
+            # older one), it was taken at the held pose.
+            probe.wait_state(at_rest, what="the arm at rest at the pose")
+            time.sleep(MAP_MAX_AGE_S)
             state = probe.latest_state()
             frames = set_input_pos_frames(group, LISTEN_S)
             run_goal(probe, daemon, {name: start[name] for name in pose}, pty_stalls)
