@@ -63,6 +63,7 @@ STATS_INTERVAL_S = 60.0
 MISSED_WARNING_INTERVAL_S = 10.0
 RECONNECT_INTERVAL_S = 1.0
 SETUP_TIMEOUT_S = 30.0
+FINISH_TIMEOUT_S = 1.0  # for the daemon to read the last frame and end its side of the link
 SAMPLE_BACKLOG_BYTES = 256 * 1024  # `Sample` events wait while more than this is unsent
 
 
@@ -243,9 +244,7 @@ class ControlServer:
                     self._send(Notice(f"drivers {back} reconnected: reset to resume"))
 
     async def _flush(self) -> None:
-        self._link.close()  # after the queued frames
-        with contextlib.suppress(ConnectionError):
-            await self._link.closed()
+        await self._link.finish(FINISH_TIMEOUT_S)  # after the queued frames
 
 
 async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
@@ -258,9 +257,7 @@ async def _serve(fd: int, watchdog_interval_s: float | None) -> int:
         return 1
     if not isinstance(setup, ControlSetup):
         link.send(OpenFailed(f"control link: expected the setup, got {setup!r}"))
-        link.close()
-        with contextlib.suppress(ConnectionError):
-            await link.closed()
+        await link.finish(FINISH_TIMEOUT_S)
         return 1
     if setup.realtime_priority > 0:  # real time: its pages stay resident too
         lock_memory("control process")

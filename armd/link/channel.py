@@ -21,6 +21,7 @@ The control side never waits for the daemon: it writes into its transport's buff
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copyreg
 import io
 import pickle
@@ -135,6 +136,24 @@ class Link(asyncio.Protocol):
         if self._transport is not None:
             self._transport.close()
 
+    async def finish(self, timeout_s: float) -> None:
+        """The last word: end this side after the queued frames (a half close), drop what the
+        peer still sends until it ends its side too (at most `timeout_s`), then close.
+
+        Closing at once instead races the peer: a frame it writes after the close fails (a
+        broken pipe), and its transport drops with it the frames it had not read yet, the last
+        of them (`Closed`) among them."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        self._handler = _drop
+        self._held.clear()
+        transport.write_eof()
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            async with asyncio.timeout(timeout_s):
+                await self.closed()
+        transport.close()
+
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -192,6 +211,10 @@ class Link(asyncio.Protocol):
     def _wake(self) -> None:
         if self._arrival is not None and not self._arrival.done():
             self._arrival.set_result(None)
+
+
+def _drop(message: object) -> None:
+    pass
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:

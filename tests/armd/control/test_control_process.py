@@ -24,7 +24,7 @@ from armd.control.process import ControlServer
 from armd.control.wiring import ControlSetup
 from armd.daemon.control_client import ControlClient
 from armd.errors import ArmdError
-from armd.link.channel import Link, Watchdog, _frame
+from armd.link.channel import Closed, Link, Watchdog, _frame
 from armd.link.messages import Fault, GoalStatus, Mode, StatusUpdate
 from armd.link.protocol import (
     EngageEstop,
@@ -326,6 +326,30 @@ async def test_frames_arrive_whole_and_in_order_and_the_end_reads_as_none() -> N
         received.append(message)
     assert received == messages
     await receiver.closed()  # a clean end: no error
+
+
+async def test_the_last_frame_reaches_a_peer_that_is_still_writing() -> None:
+    """The control process's last word (`Closed`) while the daemon still answers every sample
+    (a torque map each, under gravity compensation): however the writes cross, the daemon reads
+    every frame, the last one last, and a clean end (a close at once made its next write a
+    broken pipe that dropped the frames it had not read)."""
+    for _ in range(20):
+        control, daemon = await link_pair()
+        received: list[object] = []
+
+        def answer(message: object, peer: Link = daemon, got: list[object] = received) -> None:
+            got.append(message)
+            peer.send(Watchdog())
+
+        daemon.handle_with(answer)
+        control.handle_with(lambda message: None)
+        for _ in range(20):
+            control.send(Watchdog())
+            await asyncio.sleep(0)
+        control.send(Closed())
+        await control.finish(timeout_s=WAIT_S)
+        await asyncio.wait_for(daemon.closed(), WAIT_S)  # a clean end: no error
+        assert received == [Watchdog()] * 20 + [Closed()]
 
 
 async def test_frames_torn_across_reads_arrive_whole_and_a_handler_takes_them_in_order() -> None:
