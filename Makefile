@@ -54,8 +54,13 @@ ha-peer: $(HA_VENV)/.installed
 
 # numba compiles the kinematics kernels once per machine (~30 s, with progress) into its cache;
 # afterwards this step only checks the cache (~1 s).
+# The numba kernels, and the bytecode of every module: a module compiled at its first import in a
+# real-time process (the control loop, a simulated device) would hold a core at that priority
+# for the compile's tens of milliseconds, in every process of a fresh clone that gets there first.
+BYTECODE := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m compileall -q -j 0
 kernels: $(STAMP)
 	$(BIN)/armd compile
+	@$(BYTECODE) armd drivers kinematics
 
 # The web dashboard in $(DIST) (Node.js >= 20.19: npm ci, type check, Vite; only what changed);
 # without Node.js it says the dashboard is skipped, and everything else goes on.
@@ -90,9 +95,11 @@ typecheck: $(TEST_STAMP)
 # The suite starts some 300 Python processes (daemons, control processes, CLI commands, simulated
 # devices): with PYTHONDONTWRITEBYTECODE (set in many container images) each of them compiles
 # every module it imports, and pytest rewrites every test module's asserts in each worker, again
-# and again. Bytecode caches (in __pycache__/, ignored by git) take ~10 % off the suite's time.
+# and again. Bytecode caches (in __pycache__/, ignored by git) take ~10 % off the suite's time;
+# they are written before the run (`BYTECODE`), not by its real-time processes.
 PYTEST_ARGS ?= -n 4 --dist loadscope
 pytest: $(TEST_STAMP)
+	@$(BYTECODE) armd drivers kinematics tests bench
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q $(PYTEST_ARGS)
 
 test: kernels ha-peer
