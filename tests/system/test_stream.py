@@ -2,7 +2,10 @@
 a 250 Hz joints stream is followed, going quiet stops the arm with the timeout's status, a goal
 pre-empts a stream (and a stream a goal), bad messages are answered rate-limited.
 
-Assertions are generous correctness bounds; speed is measured in bench/, never asserted here."""
+Assertions are generous correctness bounds; speed is measured in bench/, never asserted here. The
+stream's path (the test's publisher, the broker, the daemon's network side) runs at normal
+priority: where a hold-up on it as long as the stream's timeout was measured (`held_s`), the
+timeout that ended the stream is the documented answer, and the scenario runs again."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -18,11 +22,15 @@ import pytest
 from armd.control.streaming import timeout_reason
 from tests.broker import MosquittoBroker
 from tests.system.helpers import Rig, attach_diagnostics, start_rig
-from tests.system.probe import at_rest, contract_violations, joint_positions
+from tests.system.probe import MqttProbe, at_rest, contract_violations, joint_positions
 
 RATE_HZ = 250.0
-TIMEOUT_S = 0.1
+TIMEOUT_S = 0.1  # the stream's timeout (config/sim.yaml: the default)
+LOOP_PERIOD_S = 1 / 250  # config/sim.yaml's loop_hz
+TELEMETRY_HZ = 25  # config/sim.yaml: a state every 40 ms
 JOINT = "shoulder_pan_joint"
+PEAK_VELOCITY = 0.6  # rad/s: the streamed sine's fastest
+ATTEMPTS = 3
 
 
 @pytest.fixture(scope="module")
@@ -85,12 +93,40 @@ class Streamer:
             time.sleep(max(0.0, t0 + self.sent / RATE_HZ - time.monotonic()))
 
 
+def held_s(probe: MqttProbe, since: int, sent: Sequence[float]) -> float:
+    """The longest the stream's path was held up since `since` (s), at least: the gaps between
+    the test's messages (`sent`, `time.monotonic` each) beyond the streamer's period, and those
+    between the daemon's states arriving at the test beyond the telemetry period (the daemon's
+    network side and the broker, at normal priority like the test)."""
+    arrived = [m.received for m in probe.on("state", since)]
+    return max(
+        [b - a - 1 / RATE_HZ for a, b in pairwise(sent)]
+        + [b - a - 1 / TELEMETRY_HZ for a, b in pairwise(arrived)],
+        default=0.0,
+    )
+
+
+def stalled(held: float) -> bool:
+    """Whether a hold-up of `held` s could have ended a stream: its timeout, less two ticks."""
+    return held >= TIMEOUT_S - 2 * LOOP_PERIOD_S
+
+
 def publish_stream(rig: Rig, message: dict[str, Any]) -> None:
     info = rig.probe.client.publish(rig.probe.prefix + "stream", json.dumps(message), qos=0)
     info.wait_for_publish(5.0)
 
 
 def test_a_250_hz_stream_is_followed_and_its_timeout_stops_the_arm(arm: Rig) -> None:
+    for _ in range(ATTEMPTS):
+        problems, held = follow(arm)
+        if not problems or not stalled(held):
+            break
+    assert not problems, (problems, f"held up {held:.3f} s")
+
+
+def follow(arm: Rig) -> tuple[list[str], float]:
+    """Two seconds of a 250 Hz stream, then quiet: what went wrong (nothing: []), and how long
+    its path was held up meanwhile (`held_s`)."""
     probe = arm.probe
     start = joint_positions(probe.latest_state())[JOINT]
     since = probe.mark()
@@ -101,11 +137,16 @@ def test_a_250_hz_stream_is_followed_and_its_timeout_stops_the_arm(arm: Rig) -> 
         assert moving["mode"] == "moving"
     stopped_at = time.monotonic()
     final = probe.wait_status("follow", since=since)
-    assert final == {"id": "follow", "status": "aborted", "reason": timeout_reason(TIMEOUT_S)}
     rest = probe.wait_state(at_rest, what="the arm at rest after the timeout")
-    assert not contract_violations(probe.statuses("follow", since))
+    held = held_s(probe, since, [sent for sent, _ in streamer.targets])
+    problems = []
+    timed_out = {"id": "follow", "status": "aborted", "reason": timeout_reason(TIMEOUT_S)}
+    if final != timed_out:
+        problems.append(f"final status {final}")
+    problems += contract_violations(probe.statuses("follow", since))
     # Followed: while streaming, the measured joint stayed near the target of a moment before
-    # (generous bounds: the loop lags by a few ticks and the machine is shared).
+    # (generous bounds: the loop lags by a few ticks; a hold-up of the path lets the streamed
+    # target run ahead by as much as it moves meanwhile).
     errors = []
     for state in probe.states(since):
         t = state_time(probe, state)
@@ -115,10 +156,14 @@ def test_a_250_hz_stream_is_followed_and_its_timeout_stops_the_arm(arm: Rig) -> 
         if recent:
             position = joint_positions(state)[JOINT]
             errors.append(min(abs(position - p) for p in recent))
-    assert len(errors) > 20
-    assert max(errors) < 0.05, max(errors)
+    if len(errors) <= 20:
+        problems.append(f"{len(errors)} states while streaming")
+    elif max(errors) >= 0.05 + PEAK_VELOCITY * held:
+        problems.append(f"tracking error {max(errors):.3f} rad")
     # The stop kept the arm near the last target (a controlled stop, not a jump).
-    assert abs(joint_positions(rest)[JOINT] - streamer.targets[-1][1]) < 0.1
+    if abs(joint_positions(rest)[JOINT] - streamer.targets[-1][1]) >= 0.1:
+        problems.append(f"at rest at {joint_positions(rest)[JOINT]:.3f} rad")
+    return problems, held
 
 
 def state_time(probe: Any, state: dict[str, Any]) -> float | None:
@@ -130,17 +175,24 @@ def state_time(probe: Any, state: dict[str, Any]) -> float | None:
 def test_a_goal_preempts_a_stream_and_a_stream_preempts_a_goal(arm: Rig) -> None:
     probe = arm.probe
     start = joint_positions(probe.latest_state())
-    since = probe.mark()
-    with Streamer(arm, "teleop", start[JOINT]):
-        probe.wait_status("teleop", status="accepted", since=since)
-        time.sleep(0.3)
     goal = {"id": "home", "type": "joints", "positions": {JOINT: start[JOINT]}, "speed": 0.2}
-    probe.publish_goal(goal)  # within the stream's timeout: the goal pre-empts it
-    assert probe.wait_status("teleop", since=since) == {
+    for _ in range(ATTEMPTS):
+        since = probe.mark()
+        with Streamer(arm, "teleop", start[JOINT]) as streamer:
+            probe.wait_status("teleop", status="accepted", since=since)
+            time.sleep(0.3)
+        probe.publish_goal(goal)  # within the stream's timeout: the goal pre-empts it
+        sent = [t for t, _ in streamer.targets] + [time.monotonic()]
+        teleop = probe.wait_status("teleop", since=since)
+        probe.wait_status("home", since=since)
+        held = held_s(probe, since, sent)
+        if teleop.get("reason") != timeout_reason(TIMEOUT_S) or not stalled(held):
+            break
+    assert teleop == {
         "id": "teleop",
         "status": "preempted",
         "reason": "preempted by home",
-    }
+    }, f"held up {held:.3f} s"
     since = probe.mark()
     probe.publish_goal(goal | {"id": "slow", "positions": {JOINT: start[JOINT] + 0.5}})
     probe.wait_status("slow", status="accepted", since=since)
