@@ -29,6 +29,7 @@ __all__ = [
     "StallProbe",
     "UdpStallProbe",
     "at_sim_priority",
+    "held_long_enough",
     "wait_out_stalls",
     "with_sim_priority",
 ]
@@ -37,6 +38,13 @@ log = logging.getLogger(__name__)
 
 # Below the control process's default (armd.config: realtime_priority 50): the loop still wins.
 SIM_PRIORITY = 20
+
+
+def held_long_enough(held_s: float, bound_s: float, period_s: float) -> bool:
+    """Whether a hold-up of `held_s` (a stall probe's, a path's) could have tripped a deadline
+    of `bound_s` that a loop of period `period_s` keeps: the deadline less two periods (the last
+    message may have come a period before the hold-up, the check a period after it)."""
+    return held_s >= bound_s - 2 * period_s
 
 
 def with_sim_priority(args: Sequence[str]) -> list[str]:

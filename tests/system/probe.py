@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from tests.realtime import PtyStallProbe
+from tests.realtime import PtyStallProbe, held_long_enough
 
 __all__ = [
     "ARM",
@@ -269,11 +269,11 @@ def run_goal_through_stalls(
         tripped = watchdog_s is not None and "watchdog expired" in reason
         if reason.startswith("fault:") and ("no valid feedback" in reason or tripped):
             bound_s = watchdog_s if tripped and watchdog_s is not None else fault_s
-            if stalled_s < bound_s - 2 * period_s:
+            if not held_long_enough(stalled_s, bound_s, period_s):
                 return final
             mark = probe.publish("estop", json.dumps({"reset": True}))
             probe.wait_mode("holding", since=mark)
-        elif not (reason.startswith("stale") and stalled_s >= hold_s - 2 * period_s):
+        elif not (reason.startswith("stale") and held_long_enough(stalled_s, hold_s, period_s)):
             return final
     return probe.run_goal(goal, timeout_s)
 

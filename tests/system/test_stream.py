@@ -21,6 +21,7 @@ import pytest
 
 from armd.control.streaming import timeout_reason
 from tests.broker import MosquittoBroker
+from tests.realtime import held_long_enough
 from tests.system.helpers import Rig, attach_diagnostics, start_rig
 from tests.system.probe import MqttProbe, at_rest, contract_violations, joint_positions
 
@@ -106,11 +107,6 @@ def held_s(probe: MqttProbe, since: int, sent: Sequence[float]) -> float:
     )
 
 
-def stalled(held: float) -> bool:
-    """Whether a hold-up of `held` s could have ended a stream: its timeout, less two ticks."""
-    return held >= TIMEOUT_S - 2 * LOOP_PERIOD_S
-
-
 def publish_stream(rig: Rig, message: dict[str, Any]) -> None:
     info = rig.probe.client.publish(rig.probe.prefix + "stream", json.dumps(message), qos=0)
     info.wait_for_publish(5.0)
@@ -119,7 +115,7 @@ def publish_stream(rig: Rig, message: dict[str, Any]) -> None:
 def test_a_250_hz_stream_is_followed_and_its_timeout_stops_the_arm(arm: Rig) -> None:
     for _ in range(ATTEMPTS):
         problems, held = follow(arm)
-        if not problems or not stalled(held):
+        if not (problems and held_long_enough(held, TIMEOUT_S, LOOP_PERIOD_S)):
             break
     assert not problems, (problems, f"held up {held:.3f} s")
 
@@ -186,7 +182,8 @@ def test_a_goal_preempts_a_stream_and_a_stream_preempts_a_goal(arm: Rig) -> None
         teleop = probe.wait_status("teleop", since=since)
         probe.wait_status("home", since=since)
         held = held_s(probe, since, sent)
-        if teleop.get("reason") != timeout_reason(TIMEOUT_S) or not stalled(held):
+        timed_out = teleop.get("reason") == timeout_reason(TIMEOUT_S)
+        if not (timed_out and held_long_enough(held, TIMEOUT_S, LOOP_PERIOD_S)):
             break
     assert teleop == {
         "id": "teleop",

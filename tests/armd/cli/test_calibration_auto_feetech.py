@@ -39,7 +39,7 @@ from drivers.feetech.table import Addr, counts_to_rad
 from kinematics import load_tree
 from tests.armd.terminal import Terminal
 from tests.drivers.chain_process import ChainProcess
-from tests.realtime import PtyStallProbe
+from tests.realtime import PtyStallProbe, held_long_enough
 
 ROOT = Path(__file__).resolve().parents[3]
 SO101 = ROOT / "config" / "so101.yaml"
@@ -148,7 +148,8 @@ def calibrate_through_stalls(
             return t
         except AssertionError:
             period_s = AutoSettings().period_s
-            quiet = stalls.longest_s(since, bridge_s=period_s) >= STALE_S - 2 * period_s
+            held_s = stalls.longest_s(since, bridge_s=period_s)
+            quiet = held_long_enough(held_s, STALE_S, period_s)
             if attempt == resends or not (quiet and "does not answer" in t.output):
                 raise
             t.close()
