@@ -1,9 +1,11 @@
 """The Feetech driver's serial line: SCS/STS on the half-duplex servo bus
 (`drivers.serial_bus.link`: one port, one I/O thread, deadlines from the baud rate).
 
-What SCS/STS adds: every status packet of an expected id answers the request (a servo's error
-bits are the read path's business, never a refusal); and reading stops at the deadline: what
-arrives later is dropped before the next request.
+What SCS/STS adds: a status packet of an expected id answers the request when it carries the data
+asked for (a servo's error bits are the read path's business, never a refusal); one of another
+length answers an earlier request (a ping sent again while a loaded host held up its first
+reply, answered twice) and is counted stale. Reading stops at the deadline: what arrives later
+is dropped before the next request.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class FeetechLink(SerialLink[Packet]):
         return ft.PacketParser()
 
     def _matches(self, packet: Packet, data_length: int) -> bool | None:
-        return True
+        return len(packet.params) == data_length
 
     def _read_at_deadline(self, port: SerialPort) -> bytes:
         return b""
