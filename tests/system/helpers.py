@@ -33,6 +33,12 @@ SIM_CONFIG = ROOT / "config" / "sim.yaml"
 SIM_LEADER_CONFIG = ROOT / "config" / "sim_leader.yaml"
 UNIT = ROOT / "systemd" / "armd.service"
 START_S = 60.0  # daemon start-up (imports numpy and numba; compiles when the cache is cold)
+# The simulated devices' watchdog (the sim driver's default, 0.1 s) trips when the control process
+# commands nothing for that long: a fault, the documented answer to a stalled loop. Beside
+# CPU-bound work this class of VM held a real-time control process up to 231 ms (the host:
+# docs/performance.md), so the system tests' arms, which are not about the watchdog, get twice
+# that; the tests that stall the loop on purpose stop it for longer.
+SIM_WATCHDOG_S = 0.5
 _SYSTEMD_VARIABLES = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
 
 
@@ -42,15 +48,17 @@ _SYSTEMD_VARIABLES = {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}
 def write_config(
     directory: Path, broker_port: int, overrides: Mapping[str, Any] | None = None
 ) -> Path:
-    """config/sim.yaml with absolute model and collision geometry paths, the test broker's port
-    and a lock file in `directory`, deep-merged with `overrides` (a None value deletes a key);
-    returns its path."""
+    """config/sim.yaml with absolute model and collision geometry paths, the test broker's port,
+    a lock file in `directory` and the devices' watchdog at `SIM_WATCHDOG_S`, deep-merged with
+    `overrides` (a None value deletes a key); returns its path."""
     config = yaml.safe_load(SIM_CONFIG.read_text(encoding="utf-8"))
     config["model"] = str((SIM_CONFIG.parent / config["model"]).resolve())
     geometry = config["collision"]["geometry"]
     config["collision"]["geometry"] = str((SIM_CONFIG.parent / geometry).resolve())
     config["mqtt"]["port"] = broker_port
     config["lock_file"] = str(directory / "armd.lock")
+    for device in config["drivers"]["sim"]["params"]["devices"].values():
+        device["watchdog_s"] = SIM_WATCHDOG_S
     _merge(config, overrides or {})
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "armd.yaml"

@@ -27,6 +27,7 @@ import pytest
 
 from tests.broker import MosquittoBroker
 from tests.system.helpers import (
+    SIM_WATCHDOG_S,
     NotifyListener,
     Rig,
     attach_diagnostics,
@@ -252,11 +253,10 @@ def test_availability_fault_and_model_are_retained_again_after_a_broker_restart(
 ) -> None:
     rig = lossy_arm("stop", persistent=False)
     probe = rig.probe
-    # A stall of the control loop longer than the devices' watchdog (0.1 s) latches a device
-    # fault.
+    # A stall of the control loop longer than the devices' watchdog latches a device fault.
     since = probe.mark()
     os.kill(rig.daemon.control_pid, signal.SIGSTOP)
-    time.sleep(0.5)
+    time.sleep(2 * SIM_WATCHDOG_S)
     os.kill(rig.daemon.control_pid, signal.SIGCONT)
     fault = probe.wait_for(
         lambda: next((m.text for m in probe.on("fault", since) if m.text), None),

@@ -41,7 +41,7 @@ from playwright.sync_api import (
 )
 
 from tests.broker import MosquittoBroker
-from tests.system.helpers import ROOT, Rig, attach_diagnostics, start_rig
+from tests.system.helpers import ROOT, SIM_WATCHDOG_S, Rig, attach_diagnostics, start_rig
 from tests.system.listening import exposed, listening
 from tests.system.probe import ARM, WAIT_S, MqttProbe, at_rest, joint_positions
 
@@ -505,7 +505,7 @@ def test_an_injected_fault_shows_until_reset(ui: Dashboard) -> None:
     since = probe.mark()
     pid = ui.rig.daemon.control_pid
     os.kill(pid, signal.SIGSTOP)
-    time.sleep(0.5)
+    time.sleep(2 * SIM_WATCHDOG_S)
     os.kill(pid, signal.SIGCONT)
     fault = probe.wait_for(
         lambda: next((m.json() for m in probe.on("fault", since) if m.text), None),

@@ -37,7 +37,7 @@ import yaml
 from tests.armd.cli.test_sim_device_cmd import Spawn, read_line, spawn
 from tests.broker import MosquittoBroker
 from tests.realtime import PtyStallProbe
-from tests.system.helpers import ROOT, START_S, ArmdProcess
+from tests.system.helpers import ROOT, SIM_WATCHDOG_S, START_S, ArmdProcess
 from tests.system.probe import (
     MqttProbe,
     at_rest,
@@ -106,7 +106,7 @@ def _sim_config(directory: Path, port: int, spawn: Spawn) -> Path:
     """config/so101.yaml on the `sim` driver (first-order motors, in the control process), with
     the physics config's poses: the driver the physics one stands beside."""
     config = yaml.safe_load((CONFIGS / "so101.yaml").read_text(encoding="utf-8"))
-    devices = {name: {} for name in config["joints"]}
+    devices = {name: {"watchdog_s": SIM_WATCHDOG_S} for name in config["joints"]}
     config["drivers"] = {"bus": {"type": "sim", "params": {"devices": devices}}}
     config["poses"] = yaml.safe_load(PHYSICS.read_text(encoding="utf-8"))["poses"]
     del config["collision"]  # as the physics config: its capsules would refuse grasp_cube

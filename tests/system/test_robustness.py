@@ -139,8 +139,8 @@ def test_fixed_joints_on_a_model_without_acceleration_limits(
 
 
 def test_missed_ticks_are_visible_while_they_happen(start_arm: Callable[..., Rig]) -> None:
-    """Issue 10, item 8: a warning with the count and the worst lateness, and ``missed_ticks``
-    in ``state``. The control process is stopped for 0.3 s: about 75 ticks at 250 Hz."""
+    """A warning with the count and the worst lateness, and ``missed_ticks`` in ``state``. The
+    control process is stopped for 0.3 s: about 75 ticks at 250 Hz."""
     rig = start_arm()
     probe = rig.probe
     pid = rig.daemon.control_pid
