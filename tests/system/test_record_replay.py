@@ -129,7 +129,10 @@ def record_and_replay(
 
     # From the replay's first moving state on, the rest after it included: the recording's
     # window ends at rest too, and the replay's own end comes a variable while after the last
-    # moving state (when its goal settles, on a 25 Hz grid).
+    # moving state (when its goal settles, on a 25 Hz grid). The states come through the broker
+    # behind the command's statuses (a loaded machine holds them up): first one at rest from now
+    # on, so that every state of the replay has arrived.
+    arm.probe.wait_state(at_rest, what="the arm at rest after the replay")
     states = arm.probe.states(mark)
     start = next(i for i, s in enumerate(states) if s["mode"] == "moving")
     return recording, states[start:], dry, done
