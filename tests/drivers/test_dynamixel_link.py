@@ -5,42 +5,19 @@ pseudo-terminal (a simulated chain) is wider than a serial adapter's.
 
 from __future__ import annotations
 
-import os
-import select
-import threading
-import tty
 from collections.abc import Iterator
 
 import pytest
 
 from drivers.dynamixel import protocol as dxl
 from drivers.dynamixel.link import PTY_REPLY_MARGIN_S, SERIAL_REPLY_MARGIN_S, DynamixelLink
+from tests.drivers.pty_peer import answer_once, raw_pty
 
 
 @pytest.fixture
 def pty() -> Iterator[tuple[int, str]]:
-    """(master fd, slave path) of a raw pseudo-terminal."""
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    yield master, os.ttyname(slave)
-    os.close(master)
-    os.close(slave)
-
-
-def answer_once(master: int, reply: bytes) -> threading.Thread:
-    """A device that writes `reply` as soon as a whole request has arrived."""
-
-    def serve() -> None:
-        parser = dxl.PacketParser()
-        while True:
-            select.select([master], [], [], 5.0)
-            if parser.feed(os.read(master, 4096)):
-                os.write(master, reply)
-                return
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return thread
+    with raw_pty() as ends:
+        yield ends
 
 
 async def test_a_late_reply_of_another_length_is_not_taken_for_the_reply(
@@ -52,7 +29,7 @@ async def test_a_late_reply_of_another_length_is_not_taken_for_the_reply(
     try:
         late = dxl.make_status(1, 0, bytes([250, 0, 3]))  # Read of Return Delay Time (3 bytes)
         wanted = dxl.make_status(1, 0, bytes(range(7)))
-        thread = answer_once(master, late + wanted)
+        thread = answer_once(master, late + wanted, dxl.PacketParser())
         reply = await link.transact(dxl.make_read(1, dxl.Addr.TORQUE_ENABLE, 7), (1,), 7)
         thread.join(timeout=5.0)
     finally:
@@ -66,7 +43,7 @@ async def test_an_error_status_is_taken_whatever_its_length(pty: tuple[int, str]
     link = DynamixelLink(port, 1_000_000, reply_margin_s=1.0, retries=0)
     await link.open(0.0)
     try:
-        thread = answer_once(master, dxl.make_status(1, dxl.StatusError.ACCESS))
+        thread = answer_once(master, dxl.make_status(1, dxl.StatusError.ACCESS), dxl.PacketParser())
         reply = await link.transact(dxl.make_read(1, 300, 4), (1,), 4)
         thread.join(timeout=5.0)
     finally:

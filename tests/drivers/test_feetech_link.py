@@ -4,10 +4,6 @@ its first reply up) is never taken for the reply to the next one."""
 
 from __future__ import annotations
 
-import os
-import select
-import threading
-import tty
 from collections.abc import Iterator
 
 import pytest
@@ -15,32 +11,13 @@ import pytest
 from drivers.feetech import protocol as ft
 from drivers.feetech.link import FeetechLink
 from drivers.feetech.table import Addr
+from tests.drivers.pty_peer import answer_once, raw_pty
 
 
 @pytest.fixture
 def pty() -> Iterator[tuple[int, str]]:
-    """(master fd, slave path) of a raw pseudo-terminal."""
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    yield master, os.ttyname(slave)
-    os.close(master)
-    os.close(slave)
-
-
-def answer_once(master: int, reply: bytes) -> threading.Thread:
-    """A servo that writes `reply` as soon as a whole request has arrived."""
-
-    def serve() -> None:
-        parser = ft.PacketParser()
-        while True:
-            select.select([master], [], [], 5.0)
-            if parser.feed(os.read(master, 4096)):
-                os.write(master, reply)
-                return
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    return thread
+    with raw_pty() as ends:
+        yield ends
 
 
 async def test_a_late_reply_to_a_ping_is_not_taken_for_the_model_number(
@@ -52,7 +29,7 @@ async def test_a_late_reply_to_a_ping_is_not_taken_for_the_model_number(
     try:
         late = ft.make_status(2, 0)  # the second answer to a ping sent twice: no data
         wanted = ft.make_status(2, 0, (777).to_bytes(2, "little"))
-        thread = answer_once(master, late + wanted)
+        thread = answer_once(master, late + wanted, ft.PacketParser())
         reply = await link.transact(ft.make_read(2, Addr.MODEL_NUMBER, 2), (2,), 2)
         thread.join(timeout=5.0)
     finally:
