@@ -128,6 +128,20 @@ class SafetyMonitor:
                 return check
         return _OK
 
+    def clear_to_reset(self, measured: MeasuredState, now: float) -> Check:
+        """What a reset waits for: the drives' faults, stale feedback, a position outside the
+        limits gone. Not a following error nor a stall: both come from the command held since
+        the fault's stop (a stop that ended inside an obstacle strains against it), and the
+        reset restarts from the measured position; a real jam strains again and faults again."""
+        for check in (
+            self._device_faults(measured),
+            self._staleness(measured, now),
+            self._outside_limits(measured),
+        ):
+            if check.verdict is not Verdict.OK:
+                return check
+        return _OK
+
     def _device_faults(self, measured: MeasuredState) -> Check:
         if not measured.faults:
             return _OK

@@ -180,7 +180,8 @@ class LoopSupervisor:
             measured = await self.hardware.read()
         if self.fault is not None and self.fault.code == "limit_exceeded" and measured.complete():
             self.monitor.accept_excursion(measured.position)
-        if self.monitor.check(measured, now).verdict is Verdict.FAULT or not measured.complete():
+        cleared = self.monitor.clear_to_reset(measured, now).verdict is not Verdict.FAULT
+        if not (cleared and measured.complete()):
             log.warning("reset refused: the fault is still active")
             return
         log.info("reset: %s cleared", self.fault.code if self.fault else "e-stop")

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from armd.control.safety import StallLimits
-from armd.link.messages import GoalStatus, GripperGoal, JointsGoal, Mode
+from armd.link.messages import Fault, GoalStatus, GripperGoal, JointsGoal, Mode
+from armd.link.protocol import LatchFault, Reset
 from armd.planning.goals import Gripper
 from tests.armd.planning.test_goals import SETTINGS
 from tests.armd.rig import PERIOD, Rig, pipeline_rig
@@ -152,3 +153,27 @@ async def test_unreported_effort_never_stalls() -> None:
             measured, effort=np.full(6, np.nan), timestamp=np.full(6, now)
         )
         assert rig.loop.monitor.check(unknown, now).fault is None
+
+
+async def test_a_fault_whose_stop_ended_inside_an_obstacle_resets_and_stops_pushing() -> None:
+    """A fault found elsewhere (the daemon's contact check) while a joint pushes into a jam: the
+    controlled stop ends inside it and holds there, straining; a reset restarts from where the
+    joint is, so the strain is no reason to refuse it."""
+    rig, pipeline, _ = await gripper_rig(stall=stall_on(GRIP_JOINT, time_s=0.2))
+    obstacle_at(rig, 0.8)
+    pipeline.submit(JointsGoal("j", {"wrist_3_joint": 0.0}))  # pushes on into the jam
+    await rig.run_until(lambda: rig.loop.measured.position[GRIP_JOINT] < 0.85)  # type: ignore[union-attr]
+    rig.loop.handle(LatchFault(Fault("contact", "joint 'wrist_3_joint': external torque", None)))
+    await rig.run_until(lambda: rig.loop.fault is not None)
+    assert rig.loop.fault.code == "contact"  # type: ignore[union-attr]
+    await rig.run(int(0.5 / PERIOD))  # at rest, held against the jam longer than the stall time
+    measured = rig.loop.measured
+    assert measured is not None
+    assert measured.effort is not None
+    assert abs(measured.effort[GRIP_JOINT]) >= 0.5  # straining: a stall, were the arm holding
+    rig.loop.handle(Reset())
+    await rig.run_until(lambda: rig.loop.mode == Mode.HOLDING)
+    assert rig.loop.fault is None
+    await rig.run(int(0.5 / PERIOD))
+    assert rig.loop.mode == Mode.HOLDING  # restarted where it stood: no strain, no stall
+    assert abs(rig.loop.measured.effort[GRIP_JOINT]) < 0.1  # type: ignore[union-attr]
