@@ -23,6 +23,7 @@ meaning.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
 from canopen.objectdictionary import ODArray, ODRecord, ODVariable
@@ -36,6 +37,7 @@ from drivers.errors import DriverError
 
 __all__ = ["StartupError", "configure", "interpolation_period", "write_target"]
 
+IDENTITY_PATIENCE_S = 1.0  # s: how long a silent drive is asked for its first answer again
 _STATUS_OBJECTS = (Obj.STATUSWORD, Obj.POSITION_ACTUAL, Obj.ERROR_CODE)
 _MOTION_OBJECTS = (Obj.VELOCITY_ACTUAL, Obj.TORQUE_ACTUAL)
 _REQUIRED_TPDO = (Obj.STATUSWORD, Obj.POSITION_ACTUAL)
@@ -127,7 +129,7 @@ def _has(record: DriveRecord, index: int) -> bool:
 
 
 def _check_identity(record: DriveRecord) -> None:
-    vendor = _read(record, Obj.IDENTITY, 1)
+    vendor = _first_answer(record)
     product = _read(record, Obj.IDENTITY, 2)
     expected = record.params.identity
     if expected is not None and (vendor, product) != (expected.vendor_id, expected.product_code):
@@ -136,6 +138,19 @@ def _check_identity(record: DriveRecord) -> None:
             f"0x{product:08X}, expected vendor 0x{expected.vendor_id:08X} product "
             f"0x{expected.product_code:08X} (another drive at this node id?)"
         )
+
+
+def _first_answer(record: DriveRecord) -> int:
+    """1018:01 (the Vendor-ID), the drive's first answer: asked again while the drive stays
+    silent, for `IDENTITY_PATIENCE_S`. A drive still booting, or a loaded host holding its
+    answers up past the SDO timeout, is waited for; a drive that is not there fails after it."""
+    deadline = time.monotonic() + IDENTITY_PATIENCE_S
+    while True:
+        try:
+            return _read(record, Obj.IDENTITY, 1)
+        except ObjectTimeoutError:
+            if time.monotonic() >= deadline:
+                raise
 
 
 def _factor_group(record: DriveRecord) -> float:

@@ -8,6 +8,7 @@ its meaning, and no drive is left enabled.
 from __future__ import annotations
 
 import re
+import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from drivers.cia402.driver import CiA402Driver
 from drivers.cia402.objects import State
 from drivers.cia402.sim import SimDriveConfig, SimulatedDrive
 from drivers.cia402.sim_drive import EDS_PATH
+from drivers.cia402.startup import IDENTITY_PATIENCE_S
 from drivers.errors import DriverConfigError, DriverOpenError, DriverTimeoutError
 from tests.drivers.cia402_rig import (
     PERIOD_S,
@@ -204,6 +206,22 @@ async def test_a_fixed_mapping_without_position_actual_fails_open(
             match=r"node 1 \(device 'shoulder'\): the drive's fixed TPDO mapping lacks 6064:00",
         ):
             await CiA402Driver(params(channel, devices=devices)).open()
+
+
+async def test_a_drive_silent_for_less_than_the_patience_is_waited_for(channel: str) -> None:
+    """A drive still booting, or a loaded host holding its first answers up past the SDO
+    timeout: its identity is asked for again, for `IDENTITY_PATIENCE_S`."""
+    late = SimulatedDrive(drive_config(2))
+    late.faults.silent = True
+    async with simulated(channel, SimulatedDrive(drive_config(1)), late):
+        waking = threading.Timer(IDENTITY_PATIENCE_S / 2, setattr, (late.faults, "silent", False))
+        waking.start()
+        driver = CiA402Driver(params(channel, sdo_timeout_s=0.2))
+        try:
+            await driver.open()
+        finally:
+            waking.join()
+            await driver.close()
 
 
 async def test_a_silent_drive_fails_open_naming_it(channel: str) -> None:

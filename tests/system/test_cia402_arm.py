@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.armd.cli.test_sim_device_cmd import read_line
 from tests.broker import MosquittoBroker
 from tests.realtime import UdpStallProbe
 from tests.system.helpers import ROOT
@@ -77,6 +78,7 @@ def test_the_shipped_cia402_arm_takes_every_goal(
     group, first = f"239.{a}.{b}.{max(c, 1)}", 1 + (c << 8 | d) % (127 - DRIVES)
     ids = [str(first + i) for i in range(DRIVES)]
     drives = spawn("sim-device", "cia402", "--channel", group, "--ids", *ids)
+    read_line(drives)  # the drives are on the bus (their config lines): the daemon may start
     with MosquittoBroker(tmp_path / "mosquitto") as broker:
         config = own_config(tmp_path, broker.port, group, first)
         probe = MqttProbe(broker.host, broker.port, arm="cia402-arm")
