@@ -15,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -72,7 +75,8 @@ def make_bus(
     """``can.Bus`` with the options that are given (None: the interface's default, e.g. the bit
     rate set by ``ip link`` for SocketCAN). `hop_limit` is udp_multicast's IP TTL, 0 by default
     (python-can's is 1): armd uses udp_multicast between processes of one host, and frames must
-    not leave it. Other interfaces ignore it. Raises what `can.Bus` raises (`BUS_OPEN_ERRORS`)."""
+    not leave it. Other interfaces ignore it. A udp_multicast bus hears its own group only
+    (`_own_group_only`). Raises what `can.Bus` raises (`BUS_OPEN_ERRORS`)."""
     kwargs: dict[str, Any] = {}
     if interface == "udp_multicast":
         kwargs["hop_limit"] = hop_limit
@@ -80,7 +84,35 @@ def make_bus(
         kwargs["can_filters"] = list(can_filters)
     if bitrate is not None:
         kwargs["bitrate"] = bitrate
-    return can.Bus(interface=interface, channel=channel, **kwargs)
+    bus = can.Bus(interface=interface, channel=channel, **kwargs)
+    if interface == "udp_multicast":
+        try:
+            _own_group_only(bus.fileno())
+        except OSError as exc:  # a kernel without the option (IPv6 before Linux 4.20)
+            log.warning("udp_multicast %s: hears every group on its port (%s)", channel, exc)
+    return bus
+
+
+# Linux's socket options (<linux/in.h>, <linux/in6.h>); Python's socket module lacks them.
+_IP_MULTICAST_ALL, _IPV6_MULTICAST_ALL = 49, 29
+
+
+def _own_group_only(fd: int) -> None:
+    """python-can's udp_multicast socket is bound to its port on every address, and Linux then
+    hands it the datagrams of every group any socket of the host joined on that port: two buses
+    on two groups (two arms, two test runs) would hear each other's frames. With
+    ``IP_MULTICAST_ALL`` off (``IPV6_MULTICAST_ALL`` for IPv6; Linux ≥ 4.20) it hears the group it
+    joined only. Elsewhere than Linux the option does not exist and nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    sock = socket.socket(fileno=os.dup(fd))  # the same socket; closing the copy keeps the bus's
+    try:
+        if sock.family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, _IPV6_MULTICAST_ALL, 0)
+        else:
+            sock.setsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL, 0)
+    finally:
+        sock.close()
 
 
 async def open_bus(factory: BusFactory, *, timeout_s: float, label: str) -> can.BusABC:

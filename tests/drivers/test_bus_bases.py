@@ -1,8 +1,10 @@
 """What the two bus bases give every family alike: the parameter model's check with its message,
-the bus keys in the same order, and the CAN link's earlier import path."""
+the bus keys in the same order, the CAN link's earlier import path, and a udp_multicast bus that
+hears its own group only."""
 
 from __future__ import annotations
 
+import can
 import pytest
 
 from drivers import DriverParams, can_link
@@ -62,3 +64,25 @@ def test_a_simulated_bus_that_cannot_open_names_what_and_where() -> None:
     config = SimActuatorConfig(slave_id=1, master_id=0x11, model=lookup("DM4310"))
     with pytest.raises(DriverOpenError, match=r"simulated MIT actuators: cannot open nope"):
         SimulatedMitBus.create("nope", "x", [config])
+
+
+@pytest.mark.parametrize(
+    ("group", "other"),
+    [("239.74.163.90", "239.74.163.91"), ("ff15::7a:1", "ff15::7a:2")],
+)
+def test_a_udp_multicast_bus_hears_its_own_group_only(group: str, other: str) -> None:
+    """Linux hands a socket bound to a port the datagrams of every group joined on it: two arms
+    on two groups of one host would hear each other. `make_bus` turns that off."""
+    receive_s = 1.0  # loopback delivers within microseconds; a busy machine may take far longer
+    with (
+        link.make_bus("udp_multicast", group) as sender,
+        link.make_bus("udp_multicast", group) as same,
+        link.make_bus("udp_multicast", other) as elsewhere,
+    ):
+        sender.send(can.Message(arbitration_id=0x123, data=b"\x01", is_extended_id=False))
+        heard = same.recv(receive_s)
+        assert heard is not None
+        assert heard.arbitration_id == 0x123
+        # the same datagram reached `elsewhere`'s socket by now if it was to (same host, same
+        # port, delivered to every receiver in one pass): nothing may be waiting there
+        assert elsewhere.recv(0.0) is None
