@@ -144,6 +144,8 @@ def write_config(workdir: Path, rate_hz: int, port: int, root: Path = ROOT) -> P
     doc = yaml.safe_load(sim_config.read_text(encoding="utf-8"))
     doc["loop_hz"] = rate_hz
     doc["model"] = str(sim_config.parent / doc["model"])  # relative to the new file otherwise
+    if isinstance(doc.get("collision"), dict) and "geometry" in doc["collision"]:
+        doc["collision"]["geometry"] = str(sim_config.parent / doc["collision"]["geometry"])
     doc["mqtt"] = {**doc.get("mqtt", {}), "host": HOST, "port": port}
     doc["lock_file"] = str(workdir / "armd.lock")
     path = workdir / f"sim-{rate_hz}{'' if root == ROOT else '-' + root.name}.yaml"

@@ -15,12 +15,22 @@ from armd.control.safety import SafetyThresholds, StallLimits
 from armd.control.wiring import ControlSetup
 from armd.motion.trajectory import MotionLimits
 
-__all__ = ["control_setup"]
+__all__ = ["HANDOVER_PLANNING_S", "control_setup"]
+
+# s: with a collision model, the loop forecasts in each sample where a goal would take over a
+# moving arm (`armd.link.protocol.Handover`) one sample period and this much ahead: the sample's
+# age when the daemon reads it, then the goal's planning and checks, must fit in it, or the goal
+# finds that the arm moved on and is not started
+HANDOVER_PLANNING_S = 0.08
 
 
 def control_setup(arm: ArmSetup) -> ControlSetup:
     """The control side of a validated configuration."""
     limits, safety, period = arm.tree.limits, arm.safety, 1.0 / arm.loop_hz
+    # the daemon publishes the telemetry from the loop's samples; its contact detection watches
+    # every tick's
+    contact = any(j.contact is not None for j in arm.config.joints.values())
+    sample_every = 1 if contact else max(1, round(arm.loop_hz / arm.telemetry_hz))
     return ControlSetup(
         name=arm.name,
         joint_names=tuple(arm.tree.joint_names),
@@ -34,14 +44,13 @@ def control_setup(arm: ArmSetup) -> ControlSetup:
             joint_tolerance=safety.joint_tolerance,
             settle_timeout_s=safety.settle_timeout_s,
             disable_on_fault=safety.on_fault == "disable",
-            # the daemon publishes the telemetry from these samples; its contact detection
-            # watches every tick's
-            sample_every=(
-                1
-                if any(j.contact is not None for j in arm.config.joints.values())
-                else max(1, round(arm.loop_hz / arm.telemetry_hz))
-            ),
+            sample_every=sample_every,
             stream_timeout_s=arm.stream.timeout_s if arm.stream.enabled else None,
+            handover_ticks=(
+                None
+                if arm.collision_spec is None
+                else sample_every + max(2, round(HANDOVER_PLANNING_S / period))
+            ),
         ),
         safety=SafetyThresholds(
             stale_hold_s=max(safety.stale_hold_ticks * period, safety.stale_hold_s),

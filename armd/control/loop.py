@@ -32,6 +32,7 @@ from armd.control.safety import SafetyMonitor
 from armd.control.streaming import timeout_reason
 from armd.control.supervisor import LoopSupervisor
 from armd.control.timing import Schedule
+from armd.link.handover import Handover
 from armd.link.messages import Fault, GoalStatus, Mode, StatusUpdate
 from armd.link.protocol import (
     Command,
@@ -71,6 +72,9 @@ class LoopSettings:
     auto_enable: bool = True
     sample_every: int = 1  # ticks between routine samples (a change of state is sent at once)
     stream_timeout_s: float | None = None  # a stream's timeout; None: streaming not enabled
+    # ticks ahead of each sample that its nearest forecast (`Sample.ahead`) looks, the others
+    # twice and four times as far; None: no forecasts
+    handover_ticks: int | None = None
 
 
 class ControlLoop(LoopSupervisor):
@@ -318,4 +322,12 @@ class ControlLoop(LoopSupervisor):
             self.fault,
             Sample.rows(measured, self.commanded),
             None if self.motions.held is None else self.motions.held.joint,
+            self._ahead(now),
+            self.motions.streaming,
         )
+
+    def _ahead(self, now: float) -> tuple[Handover, ...]:
+        lead = self.settings.handover_ticks
+        if lead is None or not self._enabled or self.commanded is None:
+            return ()
+        return self.motions.ahead(self.commanded, self.tick_count, now, lead)

@@ -32,6 +32,7 @@ from numpy.typing import NDArray
 from armd.control.grip import GripSettle, Held, closed_on_object
 from armd.control.moves import Prepared, motion_for, prepare
 from armd.control.streaming import StreamFollower
+from armd.link.handover import Handover
 from armd.link.messages import GoalStatus, Mode
 from armd.link.protocol import (
     STOP_REQUESTED,
@@ -52,6 +53,16 @@ __all__ = ["Ended", "Motions"]
 log = logging.getLogger(__name__)
 Array = NDArray[np.float64]
 Status = Callable[[str | None, GoalStatus, str | None], None]
+
+
+def moved_on(handover: Handover, tick: int) -> str:
+    """The reason a move is not started: the arm left the state it was planned from."""
+    late = tick - handover.tick
+    when = f"{late} ticks after its handover" if late > 0 else "at its handover"
+    return (
+        f"the arm moved on from the state the goal was planned and checked from ({when}): "
+        "not started; send it again"
+    )
 
 
 class Ended(enum.Enum):
@@ -105,6 +116,11 @@ class Motions:
     def moving(self) -> bool:
         """A motion or a stop is under way (the commanded state is changing)."""
         return self.active is not None
+
+    @property
+    def streaming(self) -> bool:
+        """A stream is under way."""
+        return self.active is not None and self.active.stream is not None
 
     @property
     def busy(self) -> bool:
@@ -190,6 +206,32 @@ class Motions:
             return None
         return self._start(command, commanded, tick, bounds)
 
+    def ahead(self, commanded: Setpoint, tick: int, now: float, lead: int) -> tuple[Handover, ...]:
+        """Where a move sent after this tick (due at `now`) could take over
+        (`armd.link.handover`): holding still, from here at the next tick; in a motion, `lead`,
+        twice and four times `lead` ticks on (at least 2), where the motion will be then. None
+        at all when that cannot be told: a command waiting, a stream (its targets are yet to
+        come), the limiter still braking after a motion ended."""
+        if self.pending is not None:
+            return ()
+        active = self.active
+        if active is None:
+            if commanded.velocity.any() or commanded.acceleration.any():
+                return ()
+            return (Handover(tick + 1, now + self.period_s, commanded),)
+        if active.stream is not None:
+            return ()
+        return tuple(self._forecast(active, tick, now, max(k * lead, 2)) for k in (1, 2, 4))
+
+    def _forecast(self, active: _Active, tick: int, now: float, lead: int) -> Handover:
+        """The state `active`'s motion will command at `lead` - 1 ticks from `tick`."""
+        at = tick + lead
+        before = active.motion.sample(self._time(active, at - 2))
+        start = active.motion.sample(self._time(active, at - 1))
+        acceleration = (start.velocity - before.velocity) / self.period_s
+        setpoint = Setpoint(start.position, start.velocity, acceleration)
+        return Handover(at, now + lead * self.period_s, setpoint)
+
     def _apply_stop(
         self, stop: Stop, commanded: Setpoint | None, tick: int, mode: Mode
     ) -> Mode | None:
@@ -269,6 +311,15 @@ class Motions:
     def _start(
         self, move: Move, commanded: Setpoint, tick: int, bounds: tuple[Array, Array]
     ) -> Mode | None:
+        handover = move.handover
+        if handover is not None:
+            if tick < handover.tick:
+                self.pending = move  # it takes over at its tick
+                return None
+            if not handover.matches(commanded):
+                self._status(move.goal_id, GoalStatus.ABORTED, moved_on(handover, tick))
+                return None
+            commanded = handover.start
         prepared, self._prepared = self._prepared, None
         held = self.held
         kept = held is not None and held.kept_by(move, commanded.position)

@@ -9,7 +9,8 @@ through the same two calls. `LoopPort` is the daemon's side: a sender and the la
 Commands (daemon → loop):
 
 - `MoveTo`: a joint target at rest; the loop plans the jerk-limited motion from its commanded
-  state (ruckig, microseconds);
+  state (ruckig, microseconds), or from the state it was planned and checked from
+  (`armd.link.handover`);
 - `FollowPath`: a path planned and time-scaled before the seam: a `armd.motion.trajectory.TimedPath`
   starting where the arm is, at rest; or a `armd.motion.timed_trajectory.TimedTrajectory`, which the
   loop reaches from its commanded state by a jerk-limited approach to its first point;
@@ -36,11 +37,12 @@ Units are SI, arrays in q order (rad or m).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
+from armd.link.handover import Handover
 from armd.link.messages import Fault, GoalStatus, Mode, StatusUpdate
 from armd.motion.timed_trajectory import TimedTrajectory
 from armd.motion.trajectory import MotionLimits, Setpoint, TimedPath
@@ -129,6 +131,7 @@ class MoveTo:
     tolerance: Array | None = None
     grip: Grip | None = None
     kept: frozenset[int] = frozenset()
+    handover: Handover | None = None  # None: from wherever the arm is when the loop takes it
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +145,7 @@ class FollowPath:
     tolerance: Array | None = None
     note: str | None = None  # the reason of the accepted status (how much it was slowed down)
     kept: frozenset[int] = frozenset()
+    handover: Handover | None = None  # as for `MoveTo`
 
 
 Move = MoveTo | FollowPath
@@ -271,7 +275,11 @@ class Sample:
         (s, the loop's clock; -inf: never); NaN rows while there is no measurement or no
         command, NaN efforts where the device reports none;
     held: the q index of the gripper joint while it holds an object (`armd.control.grip`; None:
-        nothing held), so that the daemon plans the arm's moves around the grip.
+        nothing held), so that the daemon plans the arm's moves around the grip;
+    ahead: where a move sent now could take over (`armd.link.handover.Handover`s, the nearest
+        first; none: the loop cannot tell: a stream under way, a command waiting, the drives
+        off, or no forecast asked for);
+    streaming: a stream is under way.
     """
 
     tick: int
@@ -284,6 +292,8 @@ class Sample:
     fault: Fault | None
     values: Array
     held: int | None = None
+    ahead: tuple[Handover, ...] = ()
+    streaming: bool = False
 
     @classmethod
     def initial(cls, dof: int) -> Sample:
@@ -335,6 +345,14 @@ class Sample:
         row: Array = self.values[3]
         return row
 
+    def at_handover(self, handover: Handover) -> Sample:
+        """This sample with its commanded state replaced by `handover`'s start: what a move that
+        takes over there is planned from."""
+        values = self.values.copy()
+        start = handover.start
+        values[2], values[3], values[4] = start.position, start.velocity, start.acceleration
+        return replace(self, values=values)
+
 
 Event = StatusUpdate | FaultChanged | ModeChanged | Sample | Ready | Notice
 
@@ -366,7 +384,12 @@ class LoopPort:
     @property
     def busy(self) -> bool:
         """Moving, or a motion command is on its way or waiting."""
-        return self.latest.busy or self._held is not None or self._sent > self.latest.taken
+        return self.latest.busy or not self.caught_up
+
+    @property
+    def caught_up(self) -> bool:
+        """The latest sample comes after the loop took in every motion command sent."""
+        return self._held is None and self._sent <= self.latest.taken
 
     def send(self, command: Command) -> None:
         if not isinstance(command, MoveTo | FollowPath | Stop):

@@ -1,7 +1,9 @@
 """Every motion checked against the collision model before it reaches the loop (docs/collision.md).
 
 `CollisionGuard.check_move` checks the path the loop will follow for a planned command, from the
-loop's latest sample, as the loop will plan it:
+commanded state of a sample, as the loop will plan it; the goal pipeline passes the state where
+the move takes over a moving arm (`Sample.at_handover`), the one the loop starts it from
+(`armd.link.protocol.Handover`):
 
 - a `MoveTo` from rest is a straight line in joint space (`armd.motion.trajectory.JointMotion`
   synchronises the joints by phase: every joint covers the same fraction of its way at every

@@ -12,15 +12,26 @@ first, then one final status): ``rejected`` (with the reason) when planning fail
 ``accepted`` and the request goes to the loop, which reports ``succeeded`` / ``aborted`` /
 ``preempted``. Each goal is isolated: any exception while planning it rejects that goal only
 (``internal error: ...``, the traceback logged) and the pipeline carries on.
+
+With a collision guard, a goal is planned and checked from where it will take over the arm (the
+nearest of the sample's forecasts it can still make in time, `armd.link.handover`), and the move
+carries that handover: the loop starts it there or not at all. A goal waits for a sample that
+can tell (`_plannable`: the loop has taken in the last move sent, which may be waiting for its
+own handover); a stream under way cannot, and is stopped first, as for a linear goal. A goal
+that cannot be planned before the farthest forecast is `rejected` (an overloaded daemon).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
 
 from armd.api.payloads import MIN_SPEED
 from armd.api.statuses import StatusLedger
+from armd.link.handover import Handover
 from armd.link.messages import (
     Goal,
     GoalStatus,
@@ -59,6 +70,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 BROKER_LOST = "the broker connection was lost; goals are refused until it is back"
+FORECAST_WAIT_S = 1.0  # s: the longest a goal waits for a sample that says where it would start
+HANDOVER_MARGIN_S = 0.02  # s: a move sent this close to its handover's tick may miss it
 
 
 class GoalPipeline:
@@ -73,8 +86,11 @@ class GoalPipeline:
         settings: PlanSettings,
         statuses: StatusLedger,
         guard: CollisionGuard | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`guard`: the collision checks of every planned motion (None: none)."""
+        """`guard`: the collision checks of every planned motion (None: none); `clock`: the
+        loop's (`time.monotonic` but in tests)."""
+        self._clock = clock
         self.tree = tree
         self.port = port
         self.settings = settings
@@ -102,7 +118,8 @@ class GoalPipeline:
         if isinstance(goal, StopGoal):
             self.port.send(Stop(goal.goal_id))
             return
-        if isinstance(goal, JointsGoal | GripperGoal | NamedGoal):  # planned here: microseconds
+        quick = isinstance(goal, JointsGoal | GripperGoal | NamedGoal)  # planned in microseconds
+        if quick and self._plannable():  # here, at once
             try:
                 request = self.plan(goal)
             except Exception as exc:
@@ -138,6 +155,8 @@ class GoalPipeline:
         try:
             if isinstance(goal, PoseGoal) and goal.motion == "linear":
                 await self._wait_at_rest(goal.goal_id)
+            else:
+                await self._wait_plannable(goal.goal_id)
             request = await asyncio.to_thread(self.plan, goal)  # IK may use its time budget
         except Exception as exc:
             self._refuse(goal, exc)
@@ -198,7 +217,53 @@ class GoalPipeline:
             not MIN_SPEED <= goal.speed <= 1.0
         ):  # `armd.api.payloads` checks it; goals built in code too
             raise Rejected(f"speed: {goal.speed!r} must be in [{MIN_SPEED:g}, 1]")
-        return self.planner.plan(goal, sample)
+        if self.planner.guard is None or not sample.ahead:
+            return self.planner.plan(goal, sample)
+        # Planned and checked from where the loop will start it, which starts it only from there:
+        # the nearest forecast still ahead once planned (the loop's tick comes after the link).
+        for handover in sample.ahead:
+            if not self._in_time(handover):
+                continue
+            move = self.planner.plan(goal, sample.at_handover(handover))
+            if self._in_time(handover):
+                return replace(move, handover=handover)
+        last = sample.ahead[-1]
+        raise Rejected(
+            f"the arm moved on before the goal could be planned from it ({last.t - sample.t:.2f} s "
+            "of forecasts): the daemon is overloaded; send it again"
+        )
+
+    def _in_time(self, handover: Handover) -> bool:
+        """Whether a move sent now reaches the loop before `handover`'s tick (or the arm holds
+        still there: any tick after it will do)."""
+        return handover.at_rest or handover.t - self._clock() > HANDOVER_MARGIN_S
+
+    # -- where a move will start (with a collision guard) -----------------------------------------
+
+    def _plannable(self) -> bool:
+        """Whether the latest sample tells where a move sent now would start: the loop has
+        taken in every motion command sent, and forecasts the takeover (`Sample.ahead`) or holds
+        still without a forecast. Without a collision guard any sample will do: the loop plans
+        the motion from wherever the arm is when it takes it."""
+        if self.planner.guard is None:
+            return True
+        latest = self.port.latest
+        return self.port.caught_up and (bool(latest.ahead) or not latest.busy)
+
+    async def _wait_plannable(self, goal_id: str) -> None:
+        """Wait for a sample that is `_plannable`: the loop takes in a command within a tick,
+        a move waiting for its takeover within `Sample.ahead`'s lead, and samples at the
+        telemetry rate. A stream under way has no forecast (its targets are yet to come): it is
+        stopped first, as for a linear goal; so is anything else still without one after
+        `FORECAST_WAIT_S`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORECAST_WAIT_S
+        while not self._plannable():
+            streaming = self.port.caught_up and self.port.latest.streaming
+            if streaming or loop.time() > deadline:
+                await self._wait_at_rest(goal_id)
+                return
+            await asyncio.sleep(self.settings.poll_s)
 
     def _status(self, goal_id: str | None, status: GoalStatus, reason: str | None) -> None:
         if status is GoalStatus.REJECTED:

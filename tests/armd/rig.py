@@ -18,6 +18,7 @@ from armd.control.wiring import ControlSetup, DriverSetup, build_hardware, build
 from armd.link.messages import Fault, StatusUpdate
 from armd.link.protocol import Event, FaultChanged, LoopPort, MoveTo, Sample
 from armd.motion.trajectory import MotionLimits
+from armd.planning.collision_guard import CollisionGuard
 from armd.planning.goals import GoalPipeline, PlanSettings
 from drivers.sim.driver import ManualClock, SimDriver
 from kinematics import JointLimit, KinematicTree, load_tree
@@ -91,9 +92,11 @@ async def make_rig(
     stall: StallLimits | None = None,
     unfollowed: tuple[int, ...] = (),
     stream_timeout_s: float | None = None,
+    handover_ticks: int | None = None,
 ) -> Rig:
     """The rig; with `statuses`, the loop reports through that ledger (as in the daemon), whose
-    output must then be the rig's `statuses` list; `stream_timeout_s` enables streaming."""
+    output must then be the rig's `statuses` list; `stream_timeout_s` enables streaming;
+    `handover_ticks`, the samples' forecast (`Sample.ahead`)."""
     tree = ur5()
     q0 = np.zeros(tree.dof) if q0 is None else q0
     gears = [1.0, 50.0, 1.0, 1.0, 2.0, 1.0]
@@ -128,6 +131,7 @@ async def make_rig(
             disable_on_fault=disable_on_fault,
             sample_every=sample_every,
             stream_timeout_s=stream_timeout_s,
+            handover_ticks=handover_ticks,
         ),
         safety=SafetyThresholds(
             stale_hold_s=0.05,
@@ -181,9 +185,11 @@ async def pipeline_rig(
     *,
     disable_on_fault: bool = False,
     stream_timeout_s: float | None = None,
+    handover_ticks: int | None = None,
+    guard: CollisionGuard | None = None,
 ) -> tuple[Rig, GoalPipeline, list[StatusUpdate]]:
     """A goal pipeline in front of a rig's loop, both reporting through one ledger (as in the
-    daemon) into the rig's `statuses`, which is also returned."""
+    daemon) into the rig's `statuses`, which is also returned; `guard` checks its goals."""
     statuses: list[StatusUpdate] = []
     ledger = StatusLedger(statuses.append)
     rig = await make_rig(
@@ -193,9 +199,12 @@ async def pipeline_rig(
         unfollowed=unfollowed,
         disable_on_fault=disable_on_fault,
         stream_timeout_s=stream_timeout_s,
+        handover_ticks=handover_ticks,
     )
     rig.statuses = statuses
     rig.port = LoopPort(rig.loop.handle, ledger.report, rig.tree.dof)
     await rig.run(1)
-    pipeline = GoalPipeline(rig.tree, "tool0", rig.port, LIMITS, settings, ledger)
+    pipeline = GoalPipeline(
+        rig.tree, "tool0", rig.port, LIMITS, settings, ledger, guard, clock=rig.clock
+    )
     return rig, pipeline, statuses

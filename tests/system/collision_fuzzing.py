@@ -110,13 +110,23 @@ def check_no_collision(arm: Rig, setup: ArmSetup, seed: int, goals: int) -> None
     since = probe.mark()
     outcomes = send_goals(arm, setup, seed, goals)
     states = probe.states(since)
-    closest, within = np.inf, 0
+    closest, within, commanded_closest, lag = np.inf, 0, np.inf, 0.0
     for state in states:
         q = setup.tree.q_from_mapping(joint_positions(state))
         distance, pair = peer.min_distance(pairs, q)
         closest = min(closest, distance)
         within += distance < model.margin
         assert distance > 0.0, (pair, distance, state)
+        commands = {name: j["command"] for name, j in state["joints"].items() if "command" in j}
+        if len(commands) == len(q):
+            c = setup.tree.q_from_mapping(commands)
+            commanded_closest = min(commanded_closest, peer.min_distance(pairs, c)[0])
+            lag = max(lag, float(np.max(np.abs(c - q))))
+    missed = states[-1]["missed_ticks"] - states[0]["missed_ticks"] if states else 0
+    print(
+        f"\ncommanded closest {commanded_closest:.4f} m; largest |commanded - measured| "
+        f"{lag:.4f} rad; missed ticks {missed}"
+    )
     faults = [m.text for m in probe.on("fault", since) if m.text]
     refused = outcomes.refused_joints
     wrong = sum(line_clear(peer, pairs, s, e, model.margin) for s, e in refused)
