@@ -7,8 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from tests.broker import MosquittoBroker
+
+# Speed is measured in bench/, never asserted in tests: no Hypothesis example has a deadline
+# (its default, 200 ms, failed a limiter property at 321 ms beside `stress-ng --cpu 2`).
+settings.register_profile("armd", deadline=None)
+settings.load_profile("armd")
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ root, no RLIMIT_RTPRIO) the device says so in its log and runs at normal priorit
 `StallProbe` is the machine's own reference where a test counts missed deadlines: it allows one
 per stall it measured, never more. `PtyStallProbe` is the reference of a simulated serial chain:
 the kernel's pty path, which a device at real-time priority does not speed up; `UdpStallProbe`
-the same of simulated CAN devices on `udp_multicast`: the kernel's loopback path."""
+the same of simulated CAN devices on `udp_multicast`: the kernel's loopback path. With `cpus`,
+either also times each CPU at the devices' priority: a device in a process of its own is held
+up when the CPU it runs on is (a vCPU the host stalled), which a probe's thread elsewhere misses."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import logging
 import os
 import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 import tty
@@ -98,7 +102,7 @@ class StallProbe:
 
     def longest_s(self, since: float) -> float:
         """The longest stall since `since` (`time.monotonic`), the one under way included."""
-        return _longest(self._held, self._due, since, self.late_s)
+        return _longest([*self._held, (self._due, time.monotonic())], since, self.late_s)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -131,18 +135,26 @@ class PtyStallProbe:
     stall; `stalls_s` holds how long each lasted. `stalled_s(since)` is how long the probe was
     held up since then, its own late wake-ups included: the reference of a peer in this process
     (a simulated chain's thread at normal priority), which waits for the same CPU, interpreter
-    lock and pty path. Use as a context manager."""
+    lock and pty path. With `cpus`, `longest_s` and `timeouts_allowed` add the spans each CPU did
+    not run a thread at the devices' priority (`_CpuClocks`): the reference of devices in
+    processes of their own at that priority. Use as a context manager."""
 
-    def __init__(self, late_s: float, period_s: float = 0.005) -> None:
+    def __init__(self, late_s: float, period_s: float = 0.005, cpus: bool = False) -> None:
         self.late_s = late_s
         self.period_s = period_s
         self.round_trips = 0
-        self.stalls_s: list[float] = []
+        self._stalls: list[tuple[float, float]] = []  # (from, until): round trips of late_s or more
         self.worst_s = 0.0
         self._held: list[tuple[float, float]] = []  # (from, until): the probe held up
         self._due = time.monotonic()  # when the round trip under way was due to start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pty-stall-probe", daemon=True)
+        self.cpus = _CpuClocks(late_s) if cpus else None
+
+    @property
+    def stalls_s(self) -> list[float]:
+        """How long each stall (a round trip of `late_s` or more) took."""
+        return [until - start for start, until in self._stalls]
 
     def stalled_s(self, since: float) -> float:
         """How long since `since` (`time.monotonic`) the probe was held up by `late_s` or more
@@ -157,15 +169,25 @@ class PtyStallProbe:
         )
 
     def longest_s(self, since: float, bridge_s: float = 0.0) -> float:
-        """The longest of the hold-ups `stalled_s` adds up; with `bridge_s`, hold-ups less than
-        that apart count as one (a path slow again and again: a peer that asks once a loop period
-        may not have asked in the short while it was quick)."""
-        return _longest(self._held, self._due, since, self.late_s, bridge_s)
+        """The longest of the hold-ups `stalled_s` adds up, and with `cpus` those of each CPU;
+        with `bridge_s`, hold-ups less than that apart count as one (a path slow again and again:
+        a peer that asks once a loop period may not have asked in the short while it was
+        quick)."""
+        now = time.monotonic()
+        spans = [*self._held, (self._due, now)]
+        if self.cpus is not None:
+            spans += self.cpus.spans()
+        return _longest(spans, since, self.late_s, bridge_s)
 
     def timeouts_allowed(self, deadline_s: float) -> int:
         """How many transactions with a reply deadline of `deadline_s` the stalls may have cost:
-        a stall of L delays the one in flight and each started while it lasts, 1 + L // deadline."""
-        return sum(1 + int(stall_s // deadline_s) for stall_s in self.stalls_s)
+        a stall of L delays the one in flight and each started while it lasts, 1 + L // deadline.
+        With `cpus`, each CPU's hold-ups count too; hold-ups that overlap count as one."""
+        spans = list(self._stalls)
+        if self.cpus is not None:
+            spans += self.cpus.spans()
+        merged = _merged([span for span in spans if span[1] - span[0] >= self.late_s])
+        return sum(1 + int((until - start) // deadline_s) for start, until in merged)
 
     def _open_pair(self) -> tuple[int, int]:
         """The two ends the probe's byte crosses between: a pty's master and slave."""
@@ -186,7 +208,7 @@ class PtyStallProbe:
                 self.round_trips += 1
                 self.worst_s = max(self.worst_s, took_s)
                 if took_s >= self.late_s:
-                    self.stalls_s.append(took_s)
+                    self._stalls.append((before, after))
                 if after - self._due >= self.late_s:
                     self._held.append((self._due, after))
                 self._due = after + self.period_s
@@ -196,11 +218,15 @@ class PtyStallProbe:
 
     def __enter__(self) -> PtyStallProbe:
         self._thread.start()
+        if self.cpus is not None:
+            self.cpus.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=5.0)
+        if self.cpus is not None:
+            self.cpus.stop()
 
 
 class UdpStallProbe(PtyStallProbe):
@@ -218,23 +244,94 @@ class UdpStallProbe(PtyStallProbe):
         return ends[0].detach(), ends[1].detach()
 
 
+class _CpuClocks:
+    """A simulated device's own hold-ups, per CPU: a small process pinned to each CPU the tests
+    may use, at `SIM_PRIORITY` when the kernel allows it (as the devices run), sleeping
+    `period_s` again and again and reporting each wake-up `late_s` or more late: a span that CPU
+    did not run a device at that priority, a vCPU the host did not run (these VMs do not count
+    it as steal) or real-time work above it (a control process). The scheduler does not move a
+    task off a CPU the host stalls, so a device that was on it waits as long, while a probe's
+    single thread on the other CPU sees nothing. Processes, not threads: a thread would wait for
+    the interpreter lock a normal-priority thread may hold. A span counts once it has ended."""
+
+    def __init__(self, late_s: float, period_s: float = 0.002) -> None:
+        self.late_s = late_s
+        self.period_s = period_s
+        self._held: list[tuple[float, float]] = []
+        self._clocks: list[subprocess.Popen[str]] = []
+        self._readers: list[threading.Thread] = []
+
+    def spans(self) -> list[tuple[float, float]]:
+        """The spans (from, until) reported so far, on the clock of `time.monotonic`."""
+        return list(self._held)
+
+    def start(self) -> None:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            args = [str(a) for a in (cpu, self.period_s, self.late_s, SIM_PRIORITY, os.getpid())]
+            clock = subprocess.Popen(
+                [sys.executable, "-c", _CPU_CLOCK, *args], stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            reader = threading.Thread(target=self._read, args=(clock,), daemon=True)
+            reader.start()
+            self._clocks.append(clock)
+            self._readers.append(reader)
+
+    def stop(self) -> None:
+        for clock in self._clocks:
+            clock.terminate()
+            clock.wait(timeout=5.0)
+        for reader in self._readers:
+            reader.join(timeout=5.0)
+
+    def _read(self, clock: subprocess.Popen[str]) -> None:
+        assert clock.stdout is not None
+        for line in clock.stdout:
+            start, until = (float(field) for field in line.split())
+            self._held.append((start, until))
+
+
+_CPU_CLOCK = """
+import os, sys, time
+cpu, period_s, late_s, priority, parent = sys.argv[1:]
+period_s, late_s = float(period_s), float(late_s)
+os.sched_setaffinity(0, {int(cpu)})
+try:
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(priority)))
+except OSError:
+    pass
+while os.getppid() == int(parent):
+    due = time.monotonic() + period_s
+    time.sleep(period_s)
+    after = time.monotonic()
+    if after - due >= late_s:
+        print(due, after, flush=True)
+"""
+
+
 def _longest(
-    held: list[tuple[float, float]], due: float, since: float, late_s: float, bridge_s: float = 0.0
+    spans: list[tuple[float, float]], since: float, late_s: float, bridge_s: float = 0.0
 ) -> float:
-    """The longest span of `held` and of the one under way since `due`, counted from `since`;
-    spans less than `bridge_s` apart are one."""
-    spans = sorted(
+    """The longest of `spans` (from, until) at least `late_s` long, counted from `since`; spans
+    less than `bridge_s` apart are one."""
+    spans = [
         (max(start, since), until)
-        for start, until in [*held, (due, time.monotonic())]
+        for start, until in spans
         if until - start >= late_s and until > since
-    )
+    ]
+    return max([0.0, *(until - start for start, until in _merged(spans, bridge_s))])
+
+
+def _merged(spans: list[tuple[float, float]], bridge_s: float = 0.0) -> list[tuple[float, float]]:
+    """`spans` (from, until) in order, those that overlap or are less than `bridge_s` apart as
+    one."""
     merged: list[tuple[float, float]] = []
-    for start, until in spans:
+    for start, until in sorted(spans):
         if merged and start - merged[-1][1] < bridge_s:
             merged[-1] = (merged[-1][0], max(merged[-1][1], until))
         else:
             merged.append((start, until))
-    return max([0.0, *(until - start for start, until in merged)])
+    return merged
 
 
 def _cross(sender: int, receiver: int) -> None:

@@ -58,8 +58,8 @@ def chain() -> Iterator[ChainProcess]:
 
 @pytest.fixture
 def stalls() -> Iterator[PtyStallProbe]:
-    """The reference of the chain's thread: this process's CPU, interpreter lock and pty path."""
-    with PtyStallProbe(late_s=STALL_S) as probe:
+    """The reference of the chain's process: the pty path, and each CPU at its priority."""
+    with PtyStallProbe(late_s=STALL_S, cpus=True) as probe:
         yield probe
 
 

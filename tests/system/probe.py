@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any, TypeVar
 
 import paho.mqtt.client as mqtt
@@ -30,6 +31,8 @@ __all__ = [
 
 ARM = "ur5-sim"  # the name in config/sim.yaml
 WAIT_S = 30.0  # generous: the suite must pass on a loaded 2-core machine
+TELEMETRY_HZ = 25  # config/sim.yaml: a state every 40 ms
+LOOP_PERIOD_S = 1 / 250  # config/sim.yaml's loop_hz
 FINAL = frozenset({"rejected", "succeeded", "aborted", "preempted"})
 
 _T = TypeVar("_T")
@@ -254,9 +257,10 @@ def run_goal_through_stalls(
     stale feedback is the daemon's documented answer to a bus quiet for `hold_s` (it holds) or
     `fault_s` (it faults until a reset): the config's `safety.stale_hold_s` and `stale_fault_s`
     (docs/safety.md). The same goal is sent again, as a user would (after the e-stop's reset
-    where it faulted), when `stalls` saw the pty path (or the test's process) held up that long,
-    less two loop periods (`period_s`), while it ran, at most `resends` times; hold-ups less than
-    a loop period apart count as one (the loop may not have asked in between). With
+    where it faulted), when `stalls` saw the pty path (or the test's process, or with its
+    `cpus` a CPU at the devices' priority) held up that long, less two loop periods
+    (`period_s`), while it ran, at most `resends` times; hold-ups less than a loop period apart
+    count as one (the loop may not have asked in between). With
     `watchdog_s`, a device's watchdog that expired is answered alike when a stall that long held
     the loop (a serial transaction waits out its reply deadline while the pty path stalls, and a
     device the loop then commands no more trips its watchdog, as hardware would). Any other
@@ -315,3 +319,16 @@ def at_rest(state: Mapping[str, Any], tolerance: float = 1e-3, mode: str = "hold
     """In `mode`, with every joint velocity below `tolerance` (rad/s)."""
     velocities = [abs(j["velocity"]) for j in state["joints"].values()]
     return bool(state["mode"] == mode and max(velocities) < tolerance)
+
+
+def stream_held_s(probe: MqttProbe, since: int, sent: Sequence[float], rate_hz: float) -> float:
+    """The longest a stream's path was held up since `since` (s), at least: the gaps between the
+    test's messages (`sent`, `time.monotonic` each) beyond the stream's period (`rate_hz`), and
+    those between the daemon's states arriving at the test beyond the telemetry period (the
+    daemon's network side and the broker, at normal priority like the test)."""
+    arrived = [m.received for m in probe.on("state", since)]
+    return max(
+        [b - a - 1 / rate_hz for a, b in pairwise(sent)]
+        + [b - a - 1 / TELEMETRY_HZ for a, b in pairwise(arrived)],
+        default=0.0,
+    )

@@ -88,6 +88,13 @@ def notify(tmp_path: Path) -> Iterator[NotifyListener]:
     listener.close()
 
 
+def overloaded(status: dict[str, Any]) -> bool:
+    """The daemon's refusal of a goal it could not plan before the moving arm's last forecast
+    (docs/collision.md): on a machine this busy a user sends it again."""
+    reason = status.get("reason", "")
+    return status["status"] == "rejected" and reason.endswith("overloaded; send it again")
+
+
 def start_moving(probe: MqttProbe, prefix: str, distance: float, speed: float) -> list[str]:
     """Publish a few goals that preempt one another, the last a motion of `JOINT` by `distance`
     (away from its nearer limit) at `speed`, and wait until it is accepted. Returns the ids."""
@@ -103,13 +110,18 @@ def start_moving(probe: MqttProbe, prefix: str, distance: float, speed: float) -
         "positions": {JOINT: current + sign * distance},
         "speed": speed,
     }
-    since = probe.publish_goal(last)
-    status = probe.wait_status(ids[-1], final=False, since=since)
+    for _ in range(3):  # a goal that pre-empts a moving arm too late is refused: sent again
+        since = probe.publish_goal(last)
+        status = probe.wait_status(ids[-1], final=False, since=since)
+        if not overloaded(status):
+            break
     assert status["status"] == "accepted", status
-    # The loop starts the motion at its next tick; telemetry comes every few ticks: two states
-    # published after the status arrived come from ticks after the motion started.
-    accepted = probe.mark()
-    probe.wait_for(lambda: len(probe.on("state", accepted)) >= 2, what="the motion under way")
+    # The loop starts the motion where it was planned from (with a collision model, a little
+    # ahead of a moving arm): once it has, every goal before it has its final status, and two
+    # states published after that come from ticks after the motion started.
+    final_statuses(probe, ids[:-1])
+    started = probe.mark()
+    probe.wait_for(lambda: len(probe.on("state", started)) >= 2, what="the motion under way")
     assert probe.latest_state()["mode"] == "moving", probe.latest_state()
     # A slow goal starts gently (jerk scales with speed³): wait until the joint has clearly left.
     probe.wait_for(
@@ -191,7 +203,8 @@ def test_stop_aborts_the_motion_and_reports_it_after_reconnection(
     aborted = statuses[ids[-1]]
     assert aborted["status"] == "aborted", aborted
     assert "broker" in aborted["reason"], aborted
-    assert all(statuses[i]["status"] == "preempted" for i in ids[:-1]), statuses
+    earlier = [statuses[i] for i in ids[:-1]]
+    assert all(s["status"] == "preempted" or overloaded(s) for s in earlier), statuses
     assert probe.statuses(ids[-1], since), "the abort was sent after reconnection"
 
     state = probe.wait_state(at_rest, what="the arm at rest after reconnection")
@@ -222,7 +235,8 @@ def test_finish_completes_the_motion_and_reports_it_after_reconnection(
     assert any(s["status"] == "succeeded" for s in probe.statuses(ids[-1], since)), (
         "the success was sent after reconnection"
     )
-    assert all(statuses[i]["status"] == "preempted" for i in ids[:-1]), statuses
+    earlier = [statuses[i] for i in ids[:-1]]
+    assert all(s["status"] == "preempted" or overloaded(s) for s in earlier), statuses
     state = probe.wait_state(at_rest, what="the arm at rest after reconnection")
     assert abs(joint_positions(state)[JOINT] - target) <= JOINT_TOLERANCE, (state, target)
     assert_reconnected(rig, since)

@@ -5,9 +5,9 @@ every kind that moves the arm, then a clean stop (every drive walked down by qui
 What the test changes in the shipped config, and why: the broker is one it starts on a free port,
 the lock file is in the test's folder, the model path is absolute (the control process runs at
 its configured real-time priority and the drives at tests/realtime.py's, as on a robot computer),
-and the multicast group and node ids are this test's own (a
-udp_multicast bus hears every group on its port, so other runs' nodes would answer too). Nothing
-asserts speed.
+and the multicast group and node ids are this test's own (other runs use the same port; each
+udp_multicast bus hears its own group only, `drivers.can_bus.link.make_bus`). Nothing asserts
+speed.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def udp_stalls() -> Iterator[UdpStallProbe]:
     """The kernel's loopback path the drives' frames cross, timed beside the test (stalls of
     10 ms or more): a stall longer than the config's `stale_hold_s` (50 ms, the default) holds
     the arm, longer than its `stale_fault_s` (250 ms) faults it, as on a real bus gone quiet."""
-    with UdpStallProbe(late_s=0.01) as probe:
+    with UdpStallProbe(late_s=0.01, cpus=True) as probe:
         yield probe
 
 

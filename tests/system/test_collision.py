@@ -15,9 +15,21 @@ import numpy as np
 import pytest
 
 from armd.config.load import ArmSetup
+from armd.control.streaming import timeout_reason
+from tests.realtime import held_long_enough
 from tests.system.helpers import Rig, armd_command
-from tests.system.probe import at_rest, joint_positions, max_joint_difference
+from tests.system.probe import (
+    LOOP_PERIOD_S,
+    at_rest,
+    joint_positions,
+    max_joint_difference,
+    stream_held_s,
+)
 from tests.system.test_broker_loss import retained
+
+STREAM_HZ = 100.0
+STREAM_TIMEOUT_S = 2.0
+ATTEMPTS = 3
 
 
 def go_ready(arm: Rig) -> dict[str, float]:
@@ -126,31 +138,40 @@ def test_a_stream_pushing_the_tool_into_the_table_holds_above_it(
 ) -> None:
     """Pose targets going down through the table at 100 Hz: the arm slows down and stops above
     it, ``state`` says the stream holds, and after ``end`` the stream succeeds at rest. (A stream
-    timeout of 2 s: this test's publisher may be held up on a busy machine.)"""
-    arm = start_arm(overrides={"stream": {"timeout_s": 2.0}})
-    go_ready(arm)
-    state = arm.probe.latest_state()
-    x, y, z = state["tcp"]["position"]
-    orientation = state["tcp"]["orientation"]
-    topic = arm.probe.prefix + "stream"
-    since = arm.probe.mark()
-    seq = 0
-    for k in range(250):  # 2.5 s down to 0.25 m below the table, then 0.5 s there
-        seq += 1
-        depth = z - (z + 0.25) * min(k / 200.0, 1.0)
-        message = {
-            "id": "down",
-            "seq": seq,
-            "type": "pose",
-            "position": [x, y, depth],
-            "orientation": orientation,
-        }
-        arm.probe.client.publish(topic, json.dumps(message), qos=0)
-        time.sleep(0.01)
-    arm.probe.client.publish(topic, json.dumps({"id": "down", "seq": seq + 1, "type": "end"}))
-    final = arm.probe.wait_status("down", since=since)
-    assert final["status"] == "succeeded", final
-    assert [s["status"] for s in arm.probe.statuses("down", since)] == ["accepted", "succeeded"]
+    timeout of 2 s: this test's publisher may be held up on a busy machine; where a hold-up that
+    long was measured, the timeout is the documented answer and the stream is sent again.)"""
+    arm = start_arm(overrides={"stream": {"timeout_s": STREAM_TIMEOUT_S}})
+    for attempt in range(ATTEMPTS):
+        stream_id = f"down-{attempt}"
+        go_ready(arm)
+        state = arm.probe.latest_state()
+        x, y, z = state["tcp"]["position"]
+        orientation = state["tcp"]["orientation"]
+        topic = arm.probe.prefix + "stream"
+        since = arm.probe.mark()
+        sent: list[float] = []
+        for k in range(250):  # 2.5 s down to 0.25 m below the table, then 0.5 s there
+            depth = z - (z + 0.25) * min(k / 200.0, 1.0)
+            message = {
+                "id": stream_id,
+                "seq": k + 1,
+                "type": "pose",
+                "position": [x, y, depth],
+                "orientation": orientation,
+            }
+            arm.probe.client.publish(topic, json.dumps(message), qos=0)
+            sent.append(time.monotonic())
+            time.sleep(1 / STREAM_HZ)
+        end = {"id": stream_id, "seq": 251, "type": "end"}
+        arm.probe.client.publish(topic, json.dumps(end))
+        sent.append(time.monotonic())
+        final = arm.probe.wait_status(stream_id, since=since)
+        held = stream_held_s(arm.probe, since, sent, STREAM_HZ)
+        timed_out = final.get("reason") == timeout_reason(STREAM_TIMEOUT_S)
+        if not (timed_out and held_long_enough(held, STREAM_TIMEOUT_S, LOOP_PERIOD_S)):
+            break
+    assert final["status"] == "succeeded", (final, f"held up {held:.3f} s")
+    assert [s["status"] for s in arm.probe.statuses(stream_id, since)] == ["accepted", "succeeded"]
     states = arm.probe.states(since)
     holds = [s["collision_hold"] for s in states if "collision_hold" in s]
     assert holds, "no state said the stream held"

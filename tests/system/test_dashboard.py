@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,9 @@ from playwright.sync_api import (
     Response,
     expect,
     sync_playwright,
+)
+from playwright.sync_api import (
+    TimeoutError as PlaywrightTimeoutError,
 )
 
 from tests.broker import MosquittoBroker
@@ -140,10 +144,28 @@ def _watch(page: Page, errors: list[str]) -> Page:
 
 
 def _open(browser: Browser, url: str, errors: list[str]) -> Page:
-    """A new page at `url`, its errors appended to `errors` (`_watch`)."""
+    """A new page at `url`, its errors appended to `errors` (`_watch`). The page counts as open
+    once its document has arrived (each test then waits for what it needs to see, within
+    `UI_WAIT_MS`); if it does not arrive, the failure says whether the server answers a plain
+    request, which tells a hung browser from a hung server."""
     page = _watch(browser.new_page(viewport={"width": 1400, "height": 820}), errors)
-    page.goto(url)
+    try:
+        page.goto(url, wait_until="commit", timeout=UI_WAIT_MS)
+    except PlaywrightTimeoutError as exc:
+        raise AssertionError(
+            f"chromium did not receive {url} in {WAIT_S:.0f} s; {_plain_get(url)}"
+        ) from exc
     return page
+
+
+def _plain_get(url: str) -> str:
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            size = len(response.read())
+    except OSError as exc:
+        return f"the server did not answer a plain GET either: {exc!r}"
+    return f"a plain GET got {size} bytes in {time.monotonic() - start:.2f} s"
 
 
 @pytest.fixture(scope="module")
@@ -471,8 +493,12 @@ def test_a_stream_held_before_a_collision_shows_its_pair(ui: Dashboard) -> None:
 def test_the_estop_button_stops_the_arm_and_a_rejection_shows_its_reason(ui: Dashboard) -> None:
     probe = ui.rig.probe
     page = ui.page
+    # From home, where the earlier tests' moves do not matter: bending the elbow back 1 rad
+    # lifts the forearm, a path clear of the table the collision check would refuse.
+    home = {"id": "dash-estop-home", "type": "named", "name": "home"}
+    assert probe.run_goal(home)["status"] == "succeeded"
     page.locator("#speed").fill("0.05")  # a slow move: still moving when the e-stop comes
-    target = round(joint_positions(probe.latest_state())[JOINT] + 1.0, 2)
+    target = round(joint_positions(probe.latest_state())[JOINT] - 1.0, 2)
     since = probe.mark()
     page.locator(f'input[data-joint="{JOINT}"]').fill(str(target))
     probe.wait_mode("moving", since=since)

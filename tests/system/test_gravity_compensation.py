@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from armd.config.load import load_config
+from drivers.can_bus.link import make_bus
 from kinematics.dynamics import Dynamics
 from tests.broker import MosquittoBroker
 from tests.drivers.odrive_dbc import load_dbc
@@ -43,7 +44,7 @@ MAP_MAX_AGE_S = 0.2  # the loop's limit on a torque map's age at 250 Hz (armd/co
 
 
 def set_input_pos_frames(group: str, seconds: float) -> list[can.Message]:
-    with can.Bus(interface="udp_multicast", channel=group, hop_limit=0) as bus:
+    with make_bus("udp_multicast", group) as bus:  # this group's frames only
         frames, deadline = [], time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
             message = bus.recv(timeout=left)

@@ -146,7 +146,7 @@ def arm(request: pytest.FixtureRequest, spawn: Spawn, tmp_path: Path) -> Iterato
 def pty_stalls() -> Iterator[PtyStallProbe]:
     """The kernel's pty path timed beside the test (stalls of 10 ms or more): the chain's
     servos answer through one, and a stall longer than the config's stale_hold_s holds the arm."""
-    with PtyStallProbe(late_s=0.01) as probe:
+    with PtyStallProbe(late_s=0.01, cpus=True) as probe:
         yield probe
 
 

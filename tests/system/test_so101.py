@@ -28,7 +28,7 @@ PERIOD_S = 1 / 100  # its loop_hz
 @pytest.fixture
 def pty_stalls() -> Iterator[PtyStallProbe]:
     """The kernel's pty path timed beside the test, which the chain's servos answer through."""
-    with PtyStallProbe(late_s=0.01) as probe:
+    with PtyStallProbe(late_s=0.01, cpus=True) as probe:
         yield probe
 
 

@@ -80,7 +80,7 @@ def chain() -> Iterator[ChainProcess]:
 @pytest.fixture
 def pty_stalls() -> Iterator[PtyStallProbe]:
     """The kernel's pty path timed beside the test (stalls of 10 ms or more)."""
-    with PtyStallProbe(late_s=0.01) as probe:
+    with PtyStallProbe(late_s=0.01, cpus=True) as probe:
         yield probe
 
 

@@ -68,7 +68,7 @@ def readme_so101(spawn: Spawn, tmp_path: Path) -> Path:
 @pytest.fixture
 def pty_stalls() -> Iterator[PtyStallProbe]:
     """The kernel's pty path timed beside the search (stalls of 10 ms or more)."""
-    with PtyStallProbe(late_s=0.01) as probe:
+    with PtyStallProbe(late_s=0.01, cpus=True) as probe:
         yield probe
 
 
