@@ -38,11 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from tests.system.listening import Endpoint, listening
+
 __all__ = [
     "MOSQUITTO",
     "MosquittoBroker",
     "TlsFiles",
     "free_port",
+    "free_ports",
     "make_password_file",
     "make_tls_files",
 ]
@@ -52,12 +55,31 @@ HOST = "127.0.0.1"
 START_TIMEOUT_S = 10.0
 
 
+START_ATTEMPTS = 3  # a broker on ports it chose itself picks new ones when one was taken
+
+
+def free_ports(count: int) -> tuple[int, ...]:
+    """`count` distinct TCP ports on the loopback interface that nothing listens on right now.
+    They are bound at the same time: one at a time, the kernel may hand out a port it has just
+    released again. Another process may still take one before it is used (`MosquittoBroker`
+    then picks again)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [
+            stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            for _ in range(count)
+        ]
+        for sock in sockets:
+            sock.bind((HOST, 0))
+        return tuple(int(sock.getsockname()[1]) for sock in sockets)
+
+
 def free_port() -> int:
     """A TCP port on the loopback interface that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+class PortTakenError(RuntimeError):
+    """Mosquitto exited on start: one of its ports was in use."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +112,8 @@ class MosquittoBroker:
     ) -> None:
         self.workdir = workdir
         self.host = HOST
-        self.port = port if port is not None else free_port()
-        self.tls_port = free_port() if tls is not None else None
-        self.websockets_port = free_port() if websockets else None
+        self._given_port = port
+        self.port, self.tls_port, self.websockets_port = self._pick_ports(port, tls, websockets)
         if http_dir is not None and not websockets:
             raise ValueError("http_dir is served on the WebSockets listener: websockets=True")
         self.http_dir = http_dir
@@ -104,6 +125,7 @@ class MosquittoBroker:
         self.log_path = workdir / "mosquitto.log"
         self.output_path = workdir / "mosquitto.out"  # start-up errors before logging is set up
         self.config_path = workdir / "mosquitto.conf"
+        self._logged_before: dict[Path, int] = {}  # the files' sizes before this start
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -115,12 +137,41 @@ class MosquittoBroker:
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
+    @staticmethod
+    def _pick_ports(
+        port: int | None, tls: TlsFiles | None, websockets: bool
+    ) -> tuple[int, int | None, int | None]:
+        """The listeners' ports: `port` if given, free ones otherwise (distinct)."""
+        ports = list(free_ports(3))
+        return (
+            port if port is not None else ports.pop(),
+            ports.pop() if tls is not None else None,
+            ports.pop() if websockets else None,
+        )
+
     def start(self) -> None:
-        """Start the broker and wait until every listener accepts TCP connections."""
+        """Start the broker and wait until every listener accepts TCP connections. At its first
+        start on ports it chose itself, a port another process took since it was picked is
+        picked again (`START_ATTEMPTS` times in all); later starts keep the ports (its clients
+        know them)."""
+        first = self._process is None and not self.config_path.exists()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start()
+                return
+            except PortTakenError:
+                if not first or self._given_port is not None or attempt == START_ATTEMPTS:
+                    raise
+                self.port, self.tls_port, self.websockets_port = self._pick_ports(
+                    None, self.tls, self.websockets_port is not None
+                )
+
+    def _start(self) -> None:
         if self.running:
             raise RuntimeError("mosquitto is already running")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self._config(), encoding="utf-8")
+        self._logged_before = {path: _size(path) for path in (self.output_path, self.log_path)}
         with self.output_path.open("ab") as output:
             self._process = subprocess.Popen(
                 [MOSQUITTO, "-c", str(self.config_path)],
@@ -224,20 +275,40 @@ class MosquittoBroker:
                 lines.append(f"http_dir {self.http_dir}")
         return "\n".join(lines) + "\n"
 
+    def _port_taken(self) -> bool:
+        """Whether this start's output or log says a port was in use."""
+        for path, before in self._logged_before.items():
+            with contextlib.suppress(FileNotFoundError), path.open("rb") as file:
+                file.seek(before)
+                if b"Address already in use" in file.read():
+                    return True
+        return False
+
     def _wait_listening(self, port: int, deadline: float) -> None:
+        """Until Mosquitto itself listens on `port` (a connection alone could reach another
+        process that took the port)."""
         while True:
-            if self._process is None or self._process.poll() is not None:
-                raise RuntimeError(f"mosquitto exited on start:\n{self.log()}")
-            try:
-                with socket.create_connection((self.host, port), timeout=1.0):
+            process = self._process
+            if process is None or process.poll() is not None:
+                error = PortTakenError if self._port_taken() else RuntimeError
+                raise error(f"mosquitto exited on start:\n{self.log()}")
+            with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # it exited
+                ours = listening(process.pid)
+                if Endpoint("tcp", self.host, port) in ours:
                     return
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.kill()
-                    raise RuntimeError(
-                        f"mosquitto is not listening on {self.host}:{port}:\n{self.log()}"
-                    ) from None
-                time.sleep(0.02)
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(
+                    f"mosquitto is not listening on {self.host}:{port}:\n{self.log()}"
+                )
+            time.sleep(0.02)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def make_password_file(path: Path, users: dict[str, str]) -> Path:

@@ -40,7 +40,7 @@ from typing import Literal
 import paho.mqtt.client as mqtt
 import pytest
 
-from tests.broker import HOST, MosquittoBroker, free_port, make_tls_files
+from tests.broker import HOST, MosquittoBroker, free_port, free_ports, make_tls_files
 from tests.system.helpers import ROOT
 from tests.system.listening import Endpoint, exposed, listening
 
@@ -156,7 +156,7 @@ def http_dir(tmp_path: Path) -> Path:
 def test_make_runs_broker_listens_on_loopback_only(tmp_path: Path, http_dir: Path) -> None:
     """No broker on the MQTT port yet: the script starts one with MQTT and WebSockets (the page
     from http_dir) on 127.0.0.1, and nothing else."""
-    port, ws_port = free_port(), free_port()
+    port, ws_port = free_ports(2)
     with _ensured(tmp_path, HOST, str(port), str(ws_port), str(http_dir)) as pid:
         assert _shown(listening(pid)) == [f"tcp {HOST}:{p}" for p in sorted((port, ws_port))]
         assert _page(ws_port) == PAGE
@@ -178,7 +178,7 @@ def test_make_runs_bridged_broker_listens_on_loopback_only(tmp_path: Path, http_
 def test_make_run_stops_its_broker_when_it_listens_beyond_loopback(tmp_path: Path) -> None:
     """Fail closed: a Mosquitto that ignored socket_domain would leave an anonymous broker open
     to the network; the script stops the one it started and fails."""
-    port, ws_port = free_port(), free_port()
+    port, ws_port = free_ports(2)
     env = _ss_showing_every_address(tmp_path / "bin", ws_port)
     done, pids = _ensure(tmp_path / "ensure", HOST, str(port), str(ws_port), env=env)
     try:
