@@ -17,7 +17,8 @@ already limits velocity and acceleration).
 Homing: ENCODER_INDEX_SEARCH is a procedure that lasts `SimAxisConfig.index_search_s` (the shaft
 does not move), then the encoder counts from the index, which is at motor position 0: before, it
 reads `encoder_offset_turns` more (a request for IDLE cancels the search, an error disarms
-it). VELOCITY_CONTROL follows Set_Input_Vel (clamped to the
+it); a heartbeat due while it lasts shows it under way, even one sent late because the host held
+the simulation up past the search's end. VELOCITY_CONTROL follows Set_Input_Vel (clamped to the
 Set_Limits velocity limit): the position target runs ahead of the shaft at that velocity, at most
 `_VELOCITY_LEAD_RAD` ahead, so against an obstacle (``motor.faults.block_at``) the shaft stops and
 the drive pushes at its full effort (``motor.effort``; the current limit is not modelled).
@@ -307,7 +308,9 @@ class SimulatedAxis:
         now = self.clock()
         if self.motor.faults.fault_code:
             self.raise_error(self.motor.faults.fault_code)
+        frames: list[proto.Frame] = []
         if now >= self._procedure_end:
+            frames += self._beat_while_busy()
             self._finish_index_search()
         self._drive_velocity()
         timeout = self.config.watchdog_timeout_s
@@ -317,7 +320,6 @@ class SimulatedAxis:
             and now - self._last_feed > timeout
         ):
             self.raise_error(proto.AxisError.WATCHDOG_TIMER_EXPIRED)
-        frames: list[proto.Frame] = []
         if _due(now, self._next_heartbeat, self.config.heartbeat_period_s):
             self._next_heartbeat = _next_time(
                 now, self._next_heartbeat, self.config.heartbeat_period_s
@@ -327,6 +329,16 @@ class SimulatedAxis:
             self._next_estimate = _next_time(now, self._next_estimate, self.config.encoder_period_s)
             frames += self._estimates()
         return [] if self.faults.silent else frames
+
+    def _beat_while_busy(self) -> list[proto.Frame]:
+        """The heartbeat that fell due while the procedure ran, when this poll comes after its
+        end (the host held the simulation up): a drive's heartbeats go on while it searches, and
+        a master waits for one that shows the procedure under way."""
+        period = self.config.heartbeat_period_s
+        if not _due(self._procedure_end, self._next_heartbeat, period):
+            return []
+        self._next_heartbeat = _next_time(self._procedure_end, self._next_heartbeat, period)
+        return self._heartbeat()
 
     def next_deadline(self) -> float:
         """The clock time at which `poll` next has something to send (or a watchdog to check)."""

@@ -555,6 +555,24 @@ def test_simulated_axis_answers_requests_and_estop() -> None:
     assert axis.poll() == []
 
 
+def test_a_held_up_simulated_axis_still_reports_its_index_search_under_way() -> None:
+    """A poll after both a heartbeat's time and the search's end (the host held the simulation
+    up) sends the heartbeat a drive sends while it searches, then the one due now: a master
+    waits for one that shows the search under way."""
+    clock = ManualClock()
+    config = SimAxisConfig(node_id=0, heartbeat_period_s=0.1, index_search_s=0.2)
+    axis = SimulatedAxis(config, clock)
+    axis.poll()  # the heartbeat at 0 s
+    command(axis, proto.make_set_axis_state(0, proto.AxisState.ENCODER_INDEX_SEARCH))
+    clock.now += 0.5  # past the heartbeat due at 0.1 s and the search's end at 0.2 s
+    heartbeat = proto.arbitration_id(0, proto.Command.HEARTBEAT)
+    beats = [proto.parse_heartbeat(f.data) for f in axis.poll() if f.arbitration_id == heartbeat]
+    assert [(b.axis_state, b.procedure_result) for b in beats] == [
+        (proto.AxisState.ENCODER_INDEX_SEARCH, proto.ProcedureResult.BUSY),
+        (proto.AxisState.IDLE, proto.ProcedureResult.SUCCESS),
+    ]
+
+
 def test_simulated_axis_enters_closed_loop_at_the_last_input_pos() -> None:
     clock = ManualClock()
     axis = SimulatedAxis(SimAxisConfig(node_id=0, motor=MotorParams(initial_position=1.0)), clock)
