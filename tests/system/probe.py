@@ -264,22 +264,30 @@ def run_goal_through_stalls(
     `watchdog_s`, a device's watchdog that expired is answered alike when a stall that long held
     the loop (a serial transaction waits out its reply deadline while the pty path stalls, and a
     device the loop then commands no more trips its watchdog, as hardware would). Any other
-    status is returned as it is."""
+    status is returned as it is; one aborted for a quiet bus carries what each run measured
+    (``measured``: the longest hold-up of each, s), for the test's assertion message."""
+    measured: list[float] = []
     for _ in range(resends):
         since = time.monotonic()
         final = probe.run_goal(goal, timeout_s)
         reason = final.get("reason", "") if final["status"] == "aborted" else ""
         stalled_s = stalls.longest_s(since, bridge_s=period_s) if stalls else 0.0
+        measured.append(round(stalled_s, 3))
         tripped = watchdog_s is not None and "watchdog expired" in reason
         if reason.startswith("fault:") and ("no valid feedback" in reason or tripped):
             bound_s = watchdog_s if tripped and watchdog_s is not None else fault_s
             if not held_long_enough(stalled_s, bound_s, period_s):
-                return final
+                return {**final, "measured": measured}
             mark = probe.publish("estop", json.dumps({"reset": True}))
             probe.wait_mode("holding", since=mark)
         elif not (reason.startswith("stale") and held_long_enough(stalled_s, hold_s, period_s)):
-            return final
-    return probe.run_goal(goal, timeout_s)
+            return {**final, "measured": measured} if reason else final
+    since = time.monotonic()
+    final = probe.run_goal(goal, timeout_s)
+    if final["status"] != "aborted":
+        return final
+    measured.append(round(stalls.longest_s(since, bridge_s=period_s) if stalls else 0.0, 3))
+    return {**final, "measured": measured}
 
 
 def contract_violations(statuses: Sequence[Mapping[str, Any]]) -> list[str]:
