@@ -159,14 +159,19 @@ class PtyStallProbe:
     def stalled_s(self, since: float) -> float:
         """How long since `since` (`time.monotonic`) the probe was held up by `late_s` or more
         past when a round trip was due to start, until it was done: the spans it finished and
-        the one under way."""
+        the one under way; with `cpus`, each CPU's hold-ups too (a chain in a process of its own
+        waits while the host holds its CPU up, where the pty path may not); overlapping
+        hold-ups count once."""
         now = time.monotonic()
         spans = [*self._held, (self._due, now)]
-        return sum(
-            max(0.0, until - max(start, since))
+        if self.cpus is not None:
+            spans += self.cpus.spans()
+        held = [
+            (max(start, since), until)
             for start, until in spans
-            if until - start >= self.late_s
-        )
+            if until - start >= self.late_s and until > since
+        ]
+        return sum(until - start for start, until in _merged(held))
 
     def longest_s(self, since: float, bridge_s: float = 0.0) -> float:
         """The longest of the hold-ups `stalled_s` adds up, and with `cpus` those of each CPU;

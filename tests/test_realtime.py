@@ -3,6 +3,8 @@ measured, each hold-up once."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.realtime import PtyStallProbe
 
 
@@ -24,3 +26,16 @@ def test_without_cpus_only_the_pty_path_counts() -> None:
     probe._stalls = [(1.000, 1.012), (1.010, 1.020)]  # overlapping: one hold-up of 20 ms
     assert probe.timeouts_allowed(0.010) == 1 + 2
     assert PtyStallProbe(late_s=0.005).timeouts_allowed(0.010) == 0
+
+
+def test_the_time_held_up_adds_the_cpus_hold_ups_once() -> None:
+    probe = PtyStallProbe(late_s=0.005, cpus=True)
+    assert probe.cpus is not None
+    probe._held = [(1.000, 1.012)]  # the pty path: 12 ms
+    probe._due = 1e9  # no round trip under way
+    probe.cpus._held = [
+        (1.004, 1.030),  # the same hold-up seen by a CPU's clock, longer: 1.000-1.030 is one
+        (3.000, 3.021),  # on a CPU only: 21 ms
+        (0.500, 0.600),  # before `since`
+    ]
+    assert probe.stalled_s(0.9) == pytest.approx(0.030 + 0.021)
